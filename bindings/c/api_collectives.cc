@@ -1,0 +1,310 @@
+// The collectives: argument checks, a LocalOp built from the caller's tensors, submission.
+
+#include <memory>
+#include <numeric>
+#include <string>
+
+#include "bindings/c/errors.h"
+#include "bindings/c/state.h"
+#include "bindings/c/tensor_checks.h"
+#include "hcoll/hcoll.h"
+
+namespace hcoll::bindings {
+namespace {
+
+using runtime::Communicator;
+using runtime::LocalOp;
+using runtime::MemberSpec;
+using runtime::Runtime;
+
+// What every collective shares: resolve the communicator, check req and name, submit.
+class Submission {
+ public:
+  Submission(const char* function, OpKind kind) : function_(function) {
+    op_ = std::make_unique<LocalOp>();
+    op_->spec.kind = kind;
+  }
+
+  hcoll_status_t begin(hcoll_comm_t comm, const char* name, hcoll_request_t* req) {
+    if (hcoll_status_t s = resolveComm(function_, comm, &rt_, &comm_); s != HCOLL_SUCCESS) return s;
+    if (req == nullptr) return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(function_) + ": req is NULL");
+    if (hcoll_status_t s = checkName(function_, name); s != HCOLL_SUCCESS) return s;
+    if (name != nullptr) op_->spec.name = name;
+    req_ = req;
+    return HCOLL_SUCCESS;
+  }
+
+  // Adds member i (checked); `out` is the allreduce output or NULL.
+  hcoll_status_t addMember(int i, bool grouped, const hcoll_tensor_t* in, const hcoll_tensor_t* out) {
+    CheckContext ctx{function_, grouped ? "ins[" + std::to_string(i) + "]" : "in"};
+    TensorDesc input;
+    if (hcoll_status_t s = checkTensor(ctx, in, &input); s != HCOLL_SUCCESS) return s;
+    if (!op_->inputs.empty() && (op_->inputs[0].device == kHostDevice) != (input.device == kHostDevice)) {
+      return fail(HCOLL_ERR_INVALID_ARGUMENT,
+                  std::string(function_) + ": " + ctx.where + ": a group mixes host and CUDA tensors");
+    }
+    if (out != nullptr) {
+      CheckContext octx{function_, grouped ? "outs[" + std::to_string(i) + "]" : "out"};
+      TensorDesc output;
+      if (hcoll_status_t s = checkTensor(octx, out, &output); s != HCOLL_SUCCESS) return s;
+      if (output.dtype != input.dtype || output.shape != input.shape || output.device != input.device) {
+        return fail(HCOLL_ERR_INVALID_ARGUMENT,
+                    std::string(function_) + ": " + octx.where + " (" + dataTypeName(output.dtype) +
+                        " " + shapeString(output.shape) + ") differs from " + ctx.where + " (" +
+                        dataTypeName(input.dtype) + " " + shapeString(input.shape) +
+                        ") in dtype, shape or device");
+      }
+      op_->outputs.push_back(std::move(output));
+    }
+    if (op_->inputs.empty()) op_->spec.device = input.device;
+    op_->spec.members.push_back(MemberSpec{input.dtype, input.shape});
+    op_->inputs.push_back(std::move(input));
+    return HCOLL_SUCCESS;
+  }
+
+  hcoll_status_t requireRows(const char* why) {
+    for (size_t i = 0; i < op_->inputs.size(); ++i) {
+      if (op_->inputs[i].shape.empty()) {
+        return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(function_) + ": " + memberName(i) +
+                                                    " is 0-d; " + why + " needs ndim >= 1");
+      }
+    }
+    return HCOLL_SUCCESS;
+  }
+
+  hcoll_status_t setReduction(hcoll_reduce_op_t op, double prescale, double postscale) {
+    if (hcoll_status_t s = checkReduceOp(function_, op, prescale, postscale); s != HCOLL_SUCCESS) return s;
+    for (size_t i = 0; i < op_->inputs.size(); ++i) {
+      CheckContext ctx{function_, memberName(i)};
+      if (hcoll_status_t s = checkReductionOfType(ctx, op_->inputs[i].dtype, op, prescale, postscale);
+          s != HCOLL_SUCCESS) {
+        return s;
+      }
+    }
+    op_->spec.op = static_cast<ReduceOp>(op);
+    op_->spec.prescale = prescale;
+    op_->spec.postscale = postscale;
+    return HCOLL_SUCCESS;
+  }
+
+  hcoll_status_t setRoot(int root) {
+    if (root < 0 || root >= comm_->size()) {
+      return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(function_) + ": root " + std::to_string(root) +
+                                                  " is outside [0, " + std::to_string(comm_->size()) + ")");
+    }
+    op_->spec.root = root;
+    return HCOLL_SUCCESS;
+  }
+
+  hcoll_status_t setSplits(const int64_t* splits) {
+    const int n = comm_->size();
+    const int64_t dim0 = op_->inputs[0].shape[0];
+    std::vector<int64_t> s(static_cast<size_t>(n));
+    if (splits == nullptr) {
+      if (dim0 % n != 0) {
+        return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(function_) + ": splits is NULL but dim0 " +
+                                                    std::to_string(dim0) + " is not divisible by " +
+                                                    std::to_string(n) + " ranks");
+      }
+      std::fill(s.begin(), s.end(), dim0 / n);
+    } else {
+      int64_t sum = 0;
+      for (int i = 0; i < n; ++i) {
+        if (splits[i] < 0) {
+          return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(function_) + ": splits[" +
+                                                      std::to_string(i) + "] = " +
+                                                      std::to_string(splits[i]) + " is negative");
+        }
+        if (splits[i] > dim0 - sum) {
+          return fail(HCOLL_ERR_INVALID_ARGUMENT,
+                      std::string(function_) + ": splits sum to more than dim0 = " + std::to_string(dim0));
+        }
+        sum += splits[i];
+        s[i] = splits[i];
+      }
+    }
+    op_->spec.splits = std::move(s);
+    return HCOLL_SUCCESS;
+  }
+
+  hcoll_status_t submit() {
+    auto request = rt_->newRequest();
+    op_->request = request;
+    Status s = comm_->submit(std::move(op_));
+    if (!s.isOk()) return toC(Status(s.code(), std::string(function_) + ": " + s.message()));
+    *req_ = reinterpret_cast<hcoll_request_t>(requestTable().insert(std::move(request)));
+    return HCOLL_SUCCESS;
+  }
+
+  const char* function() const { return function_; }
+
+ private:
+  std::string memberName(size_t i) const {
+    return op_->inputs.size() > 1 ? "ins[" + std::to_string(i) + "]" : "in";
+  }
+
+  const char* function_;
+  std::unique_ptr<LocalOp> op_;
+  std::shared_ptr<Runtime> rt_;
+  std::shared_ptr<Communicator> comm_;
+  hcoll_request_t* req_ = nullptr;
+};
+
+#define HCOLL_TRY_(expr)                                \
+  do {                                                  \
+    if (hcoll_status_t s_ = (expr); s_ != HCOLL_SUCCESS) return s_; \
+  } while (0)
+
+hcoll_status_t allreduce(const char* fn, hcoll_comm_t comm, const char* name, int n, bool grouped,
+                         const hcoll_tensor_t* ins, const hcoll_tensor_t* outs,
+                         hcoll_reduce_op_t op, double prescale, double postscale,
+                         hcoll_request_t* req) {
+  Submission sub(fn, OpKind::kAllreduce);
+  HCOLL_TRY_(sub.begin(comm, name, req));
+  if (grouped) HCOLL_TRY_(checkGroupSize(fn, n, ins));
+  if (grouped && outs == nullptr) return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(fn) + ": outs is NULL");
+  for (int i = 0; i < n; ++i) {
+    const hcoll_tensor_t* out = outs == nullptr ? nullptr : &outs[i];
+    if (out == nullptr) return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(fn) + ": out is NULL");
+    HCOLL_TRY_(sub.addMember(i, grouped, ins == nullptr ? nullptr : &ins[i], out));
+  }
+  HCOLL_TRY_(sub.setReduction(op, prescale, postscale));
+  return sub.submit();
+}
+
+hcoll_status_t allgather(const char* fn, hcoll_comm_t comm, const char* name, int n, bool grouped,
+                         const hcoll_tensor_t* ins, hcoll_request_t* req) {
+  Submission sub(fn, OpKind::kAllgather);
+  HCOLL_TRY_(sub.begin(comm, name, req));
+  if (grouped) HCOLL_TRY_(checkGroupSize(fn, n, ins));
+  for (int i = 0; i < n; ++i) HCOLL_TRY_(sub.addMember(i, grouped, ins == nullptr ? nullptr : &ins[i], nullptr));
+  HCOLL_TRY_(sub.requireRows("allgather"));
+  return sub.submit();
+}
+
+hcoll_status_t broadcast(const char* fn, hcoll_comm_t comm, const char* name, int n, bool grouped,
+                         const hcoll_tensor_t* bufs, int root, hcoll_request_t* req) {
+  Submission sub(fn, OpKind::kBroadcast);
+  HCOLL_TRY_(sub.begin(comm, name, req));
+  if (grouped) HCOLL_TRY_(checkGroupSize(fn, n, bufs));
+  for (int i = 0; i < n; ++i) HCOLL_TRY_(sub.addMember(i, grouped, bufs == nullptr ? nullptr : &bufs[i], nullptr));
+  HCOLL_TRY_(sub.setRoot(root));
+  return sub.submit();
+}
+
+hcoll_status_t reducescatter(const char* fn, hcoll_comm_t comm, const char* name, int n,
+                             bool grouped, const hcoll_tensor_t* ins, hcoll_reduce_op_t op,
+                             double prescale, double postscale, hcoll_request_t* req) {
+  Submission sub(fn, OpKind::kReducescatter);
+  HCOLL_TRY_(sub.begin(comm, name, req));
+  if (grouped) HCOLL_TRY_(checkGroupSize(fn, n, ins));
+  for (int i = 0; i < n; ++i) HCOLL_TRY_(sub.addMember(i, grouped, ins == nullptr ? nullptr : &ins[i], nullptr));
+  HCOLL_TRY_(sub.requireRows("reducescatter"));
+  HCOLL_TRY_(sub.setReduction(op, prescale, postscale));
+  return sub.submit();
+}
+
+}  // namespace
+}  // namespace hcoll::bindings
+
+using namespace hcoll::bindings;
+
+extern "C" {
+
+HCOLL_API hcoll_status_t hcoll_allreduce(hcoll_comm_t comm, const char* name,
+                                         const hcoll_tensor_t* in, const hcoll_tensor_t* out,
+                                         hcoll_reduce_op_t op, double prescale, double postscale,
+                                         hcoll_request_t* req) {
+  return guarded("hcoll_allreduce", [&] {
+    return allreduce("hcoll_allreduce", comm, name, 1, false, in, out, op, prescale, postscale, req);
+  });
+}
+
+HCOLL_API hcoll_status_t hcoll_grouped_allreduce(hcoll_comm_t comm, const char* name, int n,
+                                                 const hcoll_tensor_t* ins,
+                                                 const hcoll_tensor_t* outs, hcoll_reduce_op_t op,
+                                                 double prescale, double postscale,
+                                                 hcoll_request_t* req) {
+  return guarded("hcoll_grouped_allreduce", [&] {
+    return allreduce("hcoll_grouped_allreduce", comm, name, n, true, ins, outs, op, prescale,
+                     postscale, req);
+  });
+}
+
+HCOLL_API hcoll_status_t hcoll_allgather(hcoll_comm_t comm, const char* name,
+                                         const hcoll_tensor_t* in, hcoll_request_t* req) {
+  return guarded("hcoll_allgather", [&] { return allgather("hcoll_allgather", comm, name, 1, false, in, req); });
+}
+
+HCOLL_API hcoll_status_t hcoll_grouped_allgather(hcoll_comm_t comm, const char* name, int n,
+                                                 const hcoll_tensor_t* ins, hcoll_request_t* req) {
+  return guarded("hcoll_grouped_allgather", [&] {
+    return allgather("hcoll_grouped_allgather", comm, name, n, true, ins, req);
+  });
+}
+
+HCOLL_API hcoll_status_t hcoll_broadcast(hcoll_comm_t comm, const char* name,
+                                         const hcoll_tensor_t* buf, int root,
+                                         hcoll_request_t* req) {
+  return guarded("hcoll_broadcast", [&] {
+    return broadcast("hcoll_broadcast", comm, name, 1, false, buf, root, req);
+  });
+}
+
+HCOLL_API hcoll_status_t hcoll_grouped_broadcast(hcoll_comm_t comm, const char* name, int n,
+                                                 const hcoll_tensor_t* bufs, int root,
+                                                 hcoll_request_t* req) {
+  return guarded("hcoll_grouped_broadcast", [&] {
+    return broadcast("hcoll_grouped_broadcast", comm, name, n, true, bufs, root, req);
+  });
+}
+
+HCOLL_API hcoll_status_t hcoll_alltoall(hcoll_comm_t comm, const char* name,
+                                        const hcoll_tensor_t* in, const int64_t* splits,
+                                        hcoll_request_t* req) {
+  return guarded("hcoll_alltoall", [&] {
+    Submission sub("hcoll_alltoall", hcoll::OpKind::kAlltoall);
+    HCOLL_TRY_(sub.begin(comm, name, req));
+    HCOLL_TRY_(sub.addMember(0, false, in, nullptr));
+    HCOLL_TRY_(sub.requireRows("alltoall"));
+    HCOLL_TRY_(sub.setSplits(splits));
+    return sub.submit();
+  });
+}
+
+HCOLL_API hcoll_status_t hcoll_reducescatter(hcoll_comm_t comm, const char* name,
+                                             const hcoll_tensor_t* in, hcoll_reduce_op_t op,
+                                             double prescale, double postscale,
+                                             hcoll_request_t* req) {
+  return guarded("hcoll_reducescatter", [&] {
+    return reducescatter("hcoll_reducescatter", comm, name, 1, false, in, op, prescale, postscale, req);
+  });
+}
+
+HCOLL_API hcoll_status_t hcoll_grouped_reducescatter(hcoll_comm_t comm, const char* name, int n,
+                                                     const hcoll_tensor_t* ins,
+                                                     hcoll_reduce_op_t op, double prescale,
+                                                     double postscale, hcoll_request_t* req) {
+  return guarded("hcoll_grouped_reducescatter", [&] {
+    return reducescatter("hcoll_grouped_reducescatter", comm, name, n, true, ins, op, prescale,
+                         postscale, req);
+  });
+}
+
+HCOLL_API hcoll_status_t hcoll_barrier(hcoll_comm_t comm, hcoll_request_t* req) {
+  return guarded("hcoll_barrier", [&] {
+    Submission sub("hcoll_barrier", hcoll::OpKind::kBarrier);
+    HCOLL_TRY_(sub.begin(comm, nullptr, req));
+    return sub.submit();
+  });
+}
+
+HCOLL_API hcoll_status_t hcoll_join(hcoll_comm_t comm, hcoll_request_t* req) {
+  return guarded("hcoll_join", [&] {
+    Submission sub("hcoll_join", hcoll::OpKind::kJoin);
+    HCOLL_TRY_(sub.begin(comm, nullptr, req));
+    return sub.submit();
+  });
+}
+
+}  // extern "C"

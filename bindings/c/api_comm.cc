@@ -1,0 +1,165 @@
+// Communicator creation, destruction and queries.
+
+#include <algorithm>
+#include <vector>
+
+#include "bindings/c/errors.h"
+#include "bindings/c/state.h"
+#include "hcoll/hcoll.h"
+
+namespace hcoll::bindings {
+namespace {
+
+using runtime::Communicator;
+using runtime::Runtime;
+
+hcoll_status_t publish(const char* function, const Status& s, std::shared_ptr<Communicator> comm,
+                       hcoll_comm_t* out) {
+  if (!s.isOk()) return toC(Status(s.code(), std::string(function) + ": " + s.message()));
+  *out = comm ? toHandle(commTable().insert(std::move(comm))) : HCOLL_COMM_NULL;
+  return HCOLL_SUCCESS;
+}
+
+template <class Get>
+hcoll_status_t query(const char* function, hcoll_comm_t comm, int* out, Get get) {
+  std::shared_ptr<Runtime> rt;
+  std::shared_ptr<Communicator> c;
+  if (hcoll_status_t s = resolveComm(function, comm, &rt, &c); s != HCOLL_SUCCESS) return s;
+  if (out == nullptr) return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(function) + ": out is NULL");
+  *out = get(*c);
+  return HCOLL_SUCCESS;
+}
+
+}  // namespace
+}  // namespace hcoll::bindings
+
+using namespace hcoll::bindings;
+using hcoll::runtime::Communicator;
+using hcoll::runtime::Runtime;
+
+extern "C" {
+
+HCOLL_API hcoll_status_t hcoll_comm_split(hcoll_comm_t parent, int color, int key,
+                                          hcoll_comm_t* out) {
+  return guarded("hcoll_comm_split", [&] {
+    std::shared_ptr<Runtime> rt;
+    std::shared_ptr<Communicator> p;
+    if (hcoll_status_t s = resolveComm("hcoll_comm_split", parent, &rt, &p); s != HCOLL_SUCCESS) return s;
+    if (out == nullptr) return fail(HCOLL_ERR_INVALID_ARGUMENT, "hcoll_comm_split: out is NULL");
+    std::shared_ptr<Communicator> comm;
+    hcoll::Status s = rt->split(*p, color < 0 ? -1 : color, key, &comm);
+    return publish("hcoll_comm_split", s, std::move(comm), out);
+  });
+}
+
+HCOLL_API hcoll_status_t hcoll_comm_create(hcoll_comm_t parent, const int* ranks, int n,
+                                           hcoll_comm_t* out) {
+  return guarded("hcoll_comm_create", [&] {
+    std::shared_ptr<Runtime> rt;
+    std::shared_ptr<Communicator> p;
+    if (hcoll_status_t s = resolveComm("hcoll_comm_create", parent, &rt, &p); s != HCOLL_SUCCESS) return s;
+    if (out == nullptr || ranks == nullptr) {
+      return fail(HCOLL_ERR_INVALID_ARGUMENT, "hcoll_comm_create: ranks or out is NULL");
+    }
+    if (n < 1 || n > p->size()) {
+      return fail(HCOLL_ERR_INVALID_ARGUMENT, "hcoll_comm_create: n = " + std::to_string(n) +
+                                                  " is outside [1, " + std::to_string(p->size()) + "]");
+    }
+    std::vector<int32_t> list(ranks, ranks + n);
+    std::vector<bool> seen(static_cast<size_t>(p->size()), false);
+    for (int i = 0; i < n; ++i) {
+      if (list[i] < 0 || list[i] >= p->size()) {
+        return fail(HCOLL_ERR_INVALID_ARGUMENT, "hcoll_comm_create: ranks[" + std::to_string(i) +
+                                                    "] = " + std::to_string(list[i]) +
+                                                    " is not a rank of the parent");
+      }
+      if (seen[list[i]]) {
+        return fail(HCOLL_ERR_INVALID_ARGUMENT, "hcoll_comm_create: rank " +
+                                                    std::to_string(list[i]) + " is listed twice");
+      }
+      seen[list[i]] = true;
+    }
+    std::shared_ptr<Communicator> comm;
+    hcoll::Status s = rt->create(*p, list, &comm);
+    return publish("hcoll_comm_create", s, std::move(comm), out);
+  });
+}
+
+HCOLL_API hcoll_status_t hcoll_comm_from_mpi(int mpi_comm_fint, hcoll_comm_t* out) {
+  return guarded("hcoll_comm_from_mpi", [&] {
+    std::shared_ptr<Runtime> rt;
+    if (hcoll_status_t s = requireRuntime("hcoll_comm_from_mpi", &rt); s != HCOLL_SUCCESS) return s;
+    if (out == nullptr) return fail(HCOLL_ERR_INVALID_ARGUMENT, "hcoll_comm_from_mpi: out is NULL");
+    std::shared_ptr<Communicator> comm;
+    hcoll::Status s = rt->fromMpi(mpi_comm_fint, &comm);
+    return publish("hcoll_comm_from_mpi", s, std::move(comm), out);
+  });
+}
+
+HCOLL_API hcoll_status_t hcoll_comm_destroy(hcoll_comm_t comm) {
+  return guarded("hcoll_comm_destroy", [&] {
+    std::shared_ptr<Runtime> rt;
+    std::shared_ptr<Communicator> c;
+    if (hcoll_status_t s = resolveComm("hcoll_comm_destroy", comm, &rt, &c); s != HCOLL_SUCCESS) return s;
+    if (c == rt->world()) {
+      return fail(HCOLL_ERR_INVALID_ARGUMENT,
+                  "hcoll_comm_destroy: the world communicator is owned by the runtime");
+    }
+    // Invalidate first so no other thread submits through the handle while it drains.
+    if (!commTable().remove(comm)) {
+      return fail(HCOLL_ERR_INVALID_HANDLE, "hcoll_comm_destroy: comm was destroyed concurrently");
+    }
+    return toC(rt->destroy(c));
+  });
+}
+
+HCOLL_API hcoll_status_t hcoll_comm_rank(hcoll_comm_t comm, int* out) {
+  return guarded("hcoll_comm_rank", [&] {
+    return query("hcoll_comm_rank", comm, out, [](const Communicator& c) { return c.rank(); });
+  });
+}
+
+HCOLL_API hcoll_status_t hcoll_comm_size(hcoll_comm_t comm, int* out) {
+  return guarded("hcoll_comm_size", [&] {
+    return query("hcoll_comm_size", comm, out, [](const Communicator& c) { return c.size(); });
+  });
+}
+
+HCOLL_API hcoll_status_t hcoll_comm_local_rank(hcoll_comm_t comm, int* out) {
+  return guarded("hcoll_comm_local_rank", [&] {
+    return query("hcoll_comm_local_rank", comm, out,
+                 [](const Communicator& c) { return c.localRank(); });
+  });
+}
+
+HCOLL_API hcoll_status_t hcoll_comm_local_size(hcoll_comm_t comm, int* out) {
+  return guarded("hcoll_comm_local_size", [&] {
+    return query("hcoll_comm_local_size", comm, out,
+                 [](const Communicator& c) { return c.localSize(); });
+  });
+}
+
+HCOLL_API hcoll_status_t hcoll_comm_stats(hcoll_comm_t comm, hcoll_comm_stats_t* stats) {
+  return guarded("hcoll_comm_stats", [&] {
+    std::shared_ptr<Runtime> rt;
+    std::shared_ptr<Communicator> c;
+    if (hcoll_status_t s = resolveComm("hcoll_comm_stats", comm, &rt, &c); s != HCOLL_SUCCESS) return s;
+    if (stats == nullptr) return fail(HCOLL_ERR_INVALID_ARGUMENT, "hcoll_comm_stats: stats is NULL");
+    if (stats->mask & ~HCOLL_COMM_STATS_FIELD_ALL) {
+      return fail(HCOLL_ERR_INVALID_ARGUMENT,
+                  "hcoll_comm_stats: stats->mask has bits this library does not know");
+    }
+    auto snap = c->stats();
+    const uint64_t m = stats->mask;
+    if (m & HCOLL_COMM_STATS_FIELD_CYCLES) stats->cycles = snap.cycles;
+    if (m & HCOLL_COMM_STATS_FIELD_SLOW_PATH) stats->slow_path_negotiations = snap.slowPath;
+    if (m & HCOLL_COMM_STATS_FIELD_CACHE_HITS) stats->cache_hits = snap.cacheHits;
+    if (m & HCOLL_COMM_STATS_FIELD_BACKEND_CALLS) stats->backend_calls = snap.backendCalls;
+    if (m & HCOLL_COMM_STATS_FIELD_FUSED_TENSORS) stats->fused_tensors = snap.fusedTensors;
+    if (m & HCOLL_COMM_STATS_FIELD_BYTES) stats->bytes = snap.bytes;
+    if (m & HCOLL_COMM_STATS_FIELD_QUEUE_DEPTH) stats->queue_depth = snap.queueDepth;
+    return HCOLL_SUCCESS;
+  });
+}
+
+}  // extern "C"

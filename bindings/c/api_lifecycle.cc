@@ -1,0 +1,93 @@
+// Lifecycle and library information.
+
+#include <atomic>
+
+#include "bindings/c/errors.h"
+#include "bindings/c/state.h"
+#include "hcoll/hcoll.h"
+
+namespace hcoll::bindings {
+namespace {
+
+constexpr uint64_t kKnownInitFields = HCOLL_INIT_FIELD_MPI_COMM | HCOLL_INIT_FIELD_ALLOCATOR;
+std::atomic<uintptr_t> gWorldHandle{0};
+
+hcoll_status_t initialize(const hcoll_init_params_t* params) {
+  runtime::InitOptions options;
+  if (params != nullptr) {
+    if (params->mask & ~kKnownInitFields) {
+      return fail(HCOLL_ERR_INVALID_ARGUMENT,
+                  "hcoll_initialize: params->mask has bits this library does not know");
+    }
+    if (params->mask & HCOLL_INIT_FIELD_MPI_COMM) options.worldHandle = params->mpi_comm;
+    if (params->mask & HCOLL_INIT_FIELD_ALLOCATOR) {
+      if (params->alloc == nullptr) {
+        return fail(HCOLL_ERR_INVALID_ARGUMENT,
+                    "hcoll_initialize: HCOLL_INIT_FIELD_ALLOCATOR is set but alloc is NULL");
+      }
+      auto allocator = std::make_shared<runtime::OutputAllocator>();
+      hcoll_alloc_fn alloc = params->alloc;
+      hcoll_free_fn release = params->free;
+      void* ctx = params->alloc_ctx;
+      allocator->alloc = [=](int32_t device, void* stream, size_t bytes) {
+        return alloc(ctx, device, stream, bytes);
+      };
+      if (release != nullptr) {
+        allocator->free = [=](int32_t device, void* ptr) { release(ctx, device, ptr); };
+      }
+      options.outputs = std::move(allocator);
+    }
+  }
+  Status s = runtime::Runtime::initialize(options);
+  if (!s.isOk()) return toC(Status(s.code(), "hcoll_initialize: " + s.message()));
+  gWorldHandle = commTable().insert(runtime::Runtime::current()->world());
+  return HCOLL_SUCCESS;
+}
+
+}  // namespace
+}  // namespace hcoll::bindings
+
+using namespace hcoll::bindings;
+
+extern "C" {
+
+HCOLL_API hcoll_status_t hcoll_initialize(const hcoll_init_params_t* params) {
+  return guarded("hcoll_initialize", [&] { return initialize(params); });
+}
+
+HCOLL_API hcoll_status_t hcoll_shutdown(void) {
+  return guarded("hcoll_shutdown", [&] {
+    hcoll::Status s = hcoll::runtime::Runtime::shutdown();
+    if (!s.isOk()) return toC(hcoll::Status(s.code(), "hcoll_shutdown: " + s.message()));
+    // Every handle from this initialization becomes invalid; the objects die here.
+    commTable().clear();
+    requestTable().clear();
+    gWorldHandle = 0;
+    return HCOLL_SUCCESS;
+  });
+}
+
+HCOLL_API int hcoll_is_initialized(void) {
+  return hcoll::runtime::Runtime::current() != nullptr ? 1 : 0;
+}
+
+HCOLL_API hcoll_status_t hcoll_get_version(int* major, int* minor, int* patch) {
+  if (major) *major = HCOLL_VERSION_MAJOR;
+  if (minor) *minor = HCOLL_VERSION_MINOR;
+  if (patch) *patch = HCOLL_VERSION_PATCH;
+  return HCOLL_SUCCESS;
+}
+
+HCOLL_API int hcoll_nccl_built(void) { return HCOLL_WITH_NCCL; }
+
+HCOLL_API hcoll_status_t hcoll_comm_world(hcoll_comm_t* comm) {
+  return guarded("hcoll_comm_world", [&] {
+    std::shared_ptr<hcoll::runtime::Runtime> rt;
+    if (hcoll_status_t s = requireRuntime("hcoll_comm_world", &rt); s != HCOLL_SUCCESS) return s;
+    if (comm == nullptr) return fail(HCOLL_ERR_INVALID_ARGUMENT, "hcoll_comm_world: comm is NULL");
+    *comm = toHandle(gWorldHandle.load());
+    return HCOLL_SUCCESS;
+  });
+}
+
+}  // extern "C"

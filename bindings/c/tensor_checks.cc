@@ -1,0 +1,108 @@
+#include "bindings/c/tensor_checks.h"
+
+#include <cmath>
+#include <limits>
+
+#include "bindings/c/errors.h"
+#include "runtime/wire.h"
+
+namespace hcoll::bindings {
+namespace {
+
+hcoll_status_t invalid(const CheckContext& ctx, const std::string& what) {
+  return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(ctx.function) + ": " + ctx.where + ": " + what);
+}
+
+}  // namespace
+
+hcoll_status_t checkTensor(const CheckContext& ctx, const hcoll_tensor_t* t, TensorDesc* out) {
+  if (t == nullptr) return invalid(ctx, "tensor pointer is NULL");
+  auto dtype = static_cast<int>(t->dtype);
+  if (dtype < 0 || dtype >= kNumDataTypes) {
+    return invalid(ctx, "dtype " + std::to_string(dtype) + " is not an hcoll_dtype_t");
+  }
+  if (t->ndim < 0 || t->ndim > HCOLL_MAX_NDIM) {
+    return invalid(ctx, "ndim " + std::to_string(t->ndim) + " is outside [0, " +
+                            std::to_string(HCOLL_MAX_NDIM) + "]");
+  }
+  if (t->ndim > 0 && t->shape == nullptr) return invalid(ctx, "shape is NULL but ndim > 0");
+  std::vector<int64_t> shape(t->shape, t->shape + t->ndim);
+  for (int i = 0; i < t->ndim; ++i) {
+    if (shape[i] < 0) {
+      return invalid(ctx, "dimension " + std::to_string(i) + " is negative (" +
+                              std::to_string(shape[i]) + ")");
+    }
+  }
+  int64_t elements = 0;
+  const auto size = static_cast<int64_t>(dataTypeSize(static_cast<DataType>(dtype)));
+  if (!elementCount(shape, &elements) || elements > std::numeric_limits<int64_t>::max() / size) {
+    return invalid(ctx, "shape " + shapeString(shape) + " overflows the element count");
+  }
+  if (elements > 0 && t->data == nullptr) return invalid(ctx, "data is NULL for a non-empty tensor");
+  if (t->device < HCOLL_DEVICE_HOST) {
+    return invalid(ctx, "device " + std::to_string(t->device) + " is neither HCOLL_DEVICE_HOST nor a CUDA ordinal");
+  }
+  if (t->device != HCOLL_DEVICE_HOST) {
+    return fail(HCOLL_ERR_UNSUPPORTED,
+                std::string(ctx.function) + ": " + ctx.where + ": CUDA tensors (device " +
+                    std::to_string(t->device) + ") need the NCCL backend" +
+                    (HCOLL_WITH_NCCL ? ", which does not drive CUDA tensors in this build yet"
+                                     : ", which this build does not have"));
+  }
+  out->data = t->data;
+  out->dtype = static_cast<DataType>(dtype);
+  out->shape = std::move(shape);
+  out->device = t->device;
+  out->stream = t->stream;
+  return HCOLL_SUCCESS;
+}
+
+hcoll_status_t checkReduceOp(const char* function, hcoll_reduce_op_t op, double prescale,
+                             double postscale) {
+  auto v = static_cast<int>(op);
+  if (v < 0 || v >= kNumReduceOps) {
+    return fail(HCOLL_ERR_INVALID_ARGUMENT,
+                std::string(function) + ": op " + std::to_string(v) + " is not an hcoll_reduce_op_t");
+  }
+  if (!std::isfinite(prescale) || !std::isfinite(postscale)) {
+    return fail(HCOLL_ERR_INVALID_ARGUMENT,
+                std::string(function) + ": prescale and postscale must be finite");
+  }
+  return HCOLL_SUCCESS;
+}
+
+hcoll_status_t checkReductionOfType(const CheckContext& ctx, DataType dtype, hcoll_reduce_op_t op,
+                                    double prescale, double postscale) {
+  if (dtype == DataType::kBool &&
+      (op == HCOLL_AVERAGE || prescale != 1.0 || postscale != 1.0)) {
+    return invalid(ctx, "bool tensors cannot be averaged or scaled");
+  }
+  return HCOLL_SUCCESS;
+}
+
+hcoll_status_t checkName(const char* function, const char* name) {
+  if (name == nullptr) return HCOLL_SUCCESS;
+  size_t length = std::char_traits<char>::length(name);
+  if (length == 0) {
+    return fail(HCOLL_ERR_INVALID_ARGUMENT,
+                std::string(function) + ": name is empty (pass NULL for an automatic name)");
+  }
+  if (length > runtime::wire::kMaxNameLength) {
+    return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(function) + ": name is longer than " +
+                                                std::to_string(runtime::wire::kMaxNameLength) +
+                                                " bytes");
+  }
+  return HCOLL_SUCCESS;
+}
+
+hcoll_status_t checkGroupSize(const char* function, int n, const void* ins) {
+  if (n < 1 || n > static_cast<int>(runtime::wire::kMaxMembers)) {
+    return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(function) + ": n = " + std::to_string(n) +
+                                                " is outside [1, " +
+                                                std::to_string(runtime::wire::kMaxMembers) + "]");
+  }
+  if (ins == nullptr) return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(function) + ": tensor array is NULL");
+  return HCOLL_SUCCESS;
+}
+
+}  // namespace hcoll::bindings

@@ -1,0 +1,26 @@
+# Finds the MPI chosen with HCOLL_MPI through its own wrapper compiler and launcher. Debian's
+# mpicc/mpiexec alternatives silently switch when python3-mpi4py pulls in Open MPI, so they are
+# never used.
+if(HCOLL_MPI STREQUAL "mpich")
+  set(_hcoll_mpicc /usr/bin/mpicc.mpich)
+  set(_hcoll_mpiexec /usr/bin/mpiexec.mpich)
+  set(_hcoll_mpiexec_preflags "")
+elseif(HCOLL_MPI STREQUAL "openmpi")
+  set(_hcoll_mpicc /usr/bin/mpicc.openmpi)
+  set(_hcoll_mpiexec /usr/bin/mpiexec.openmpi)
+  # Open MPI refuses to run as root (CI does) and to start more ranks than cores without these.
+  set(_hcoll_mpiexec_preflags "--allow-run-as-root;--oversubscribe")
+else()
+  message(FATAL_ERROR "HCOLL_MPI must be mpich or openmpi, not '${HCOLL_MPI}'")
+endif()
+if(NOT EXISTS ${_hcoll_mpicc})
+  message(FATAL_ERROR "HCOLL_MPI=${HCOLL_MPI} needs ${_hcoll_mpicc} (install libmpich-dev or libopenmpi-dev)")
+endif()
+set(MPI_C_COMPILER ${_hcoll_mpicc} CACHE FILEPATH "MPI C wrapper" FORCE)
+set(MPIEXEC_EXECUTABLE ${_hcoll_mpiexec} CACHE FILEPATH "MPI launcher" FORCE)
+set(MPIEXEC_PREFLAGS "${_hcoll_mpiexec_preflags}" CACHE STRING "MPI launcher flags" FORCE)
+find_package(MPI REQUIRED COMPONENTS C)
+if(NOT MPI_C_LIBRARIES MATCHES "${HCOLL_MPI}" AND NOT MPI_C_LIB_NAMES MATCHES "mpich|mpi")
+  message(WARNING "MPI libraries '${MPI_C_LIBRARIES}' do not look like ${HCOLL_MPI}")
+endif()
+message(STATUS "hcoll: MPI = ${HCOLL_MPI} (${MPI_C_LIBRARIES}), launcher ${MPIEXEC_EXECUTABLE}")

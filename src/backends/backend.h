@@ -1,0 +1,81 @@
+#pragma once
+// The small interface every backend implements. The runtime drives it from a communicator's
+// negotiation thread only, so implementations need no locking of their own per channel; all
+// calls are non-blocking and return a Pending the thread polls, except communicator management.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "runtime/status.h"
+#include "runtime/types.h"
+
+namespace hcoll::backends {
+
+// An operation in progress. poll() advances it; it returns true once finished, with *status set
+// (ok, or the failure). After it returned true it must not be polled again.
+class Pending {
+ public:
+  virtual ~Pending() = default;
+  virtual bool poll(Status* status) = 0;
+};
+using PendingPtr = std::unique_ptr<Pending>;
+
+// A Pending that finished at creation (used for no-op collectives and immediate failures).
+PendingPtr finished(Status status = Status::ok());
+
+// The data plane of one backend on one communicator. Buffers must stay valid until the Pending
+// finished. Counts are elements for reductions, bytes otherwise.
+class Collectives {
+ public:
+  virtual ~Collectives() = default;
+  virtual PendingPtr allreduce(void* buf, size_t count, DataType dtype, ReduceOp op) = 0;
+  // send == nullptr: in place (this rank's block is already at its offset in recv).
+  virtual PendingPtr allgatherv(const void* send, size_t sendBytes, void* recv,
+                                const std::vector<size_t>& recvBytes) = 0;
+  virtual PendingPtr broadcast(void* buf, size_t bytes, int root) = 0;
+  virtual PendingPtr alltoallv(const void* send, const std::vector<size_t>& sendBytes, void* recv,
+                               const std::vector<size_t>& recvBytes) = 0;
+  // Reduces `send` (sum of recvCounts elements, rank-major) and leaves rank r's block in `recv`.
+  virtual PendingPtr reduceScatter(const void* send, void* recv,
+                                   const std::vector<size_t>& recvCounts, DataType dtype,
+                                   ReduceOp op) = 0;
+  virtual PendingPtr barrier() = 0;
+};
+
+// A backend's view of one communicator: membership, the negotiation (control) plane, the host
+// data plane, and the creation of sub-communicators.
+class Channel : public Collectives {
+ public:
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual int localRank() const = 0;
+  virtual int localSize() const = 0;
+
+  // Control plane, separate from the data plane so that negotiation never interleaves with data.
+  // Bitwise AND of `words` across ranks, in place (same count on every rank).
+  virtual PendingPtr allreduceBitsAnd(uint64_t* words, size_t count) = 0;
+  // Rank 0 receives every rank's bytes into (*atRoot)[rank]; other ranks only send.
+  virtual PendingPtr gatherBytes(std::vector<uint8_t> mine,
+                                 std::vector<std::vector<uint8_t>>* atRoot) = 0;
+  // Rank 0's *buf replaces every other rank's *buf.
+  virtual PendingPtr broadcastBytes(std::vector<uint8_t>* buf) = 0;
+
+  // Collective over this channel; blocking. *out is null on ranks that are not members.
+  virtual Status split(int color, int key, std::unique_ptr<Channel>* out) = 0;
+  virtual Status create(const std::vector<int32_t>& ranks, std::unique_ptr<Channel>* out) = 0;
+};
+
+// Process-wide state of a backend (for MPI: the library's initialization).
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual int worldRank() const = 0;
+  // A channel over the world this backend was initialized with.
+  virtual Status world(std::unique_ptr<Channel>* out) = 0;
+  // A channel over a duplicate of an MPI communicator given by its Fortran handle.
+  virtual Status fromFortranHandle(int handle, std::unique_ptr<Channel>* out) = 0;
+};
+
+}  // namespace hcoll::backends

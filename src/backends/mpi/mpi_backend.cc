@@ -1,0 +1,121 @@
+#include "backends/mpi/mpi_backend.h"
+
+#include <mpi.h>
+
+#include <cstdlib>
+#include <mutex>
+
+#include "backends/mpi/mpi_channel.h"
+#include "backends/mpi/mpi_types.h"
+
+namespace hcoll::backends::mpi {
+namespace {
+
+std::once_flag gAtExitOnce;
+void (*gBeforeFinalize)() = nullptr;
+bool gOwnsMpi = false;
+
+void finalizeAtExit() {
+  if (gBeforeFinalize != nullptr) gBeforeFinalize();
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+// Makes MPI report errors instead of aborting while a user-supplied handle is examined, then
+// restores the previous handlers.
+class ErrorsReturnScope {
+ public:
+  ErrorsReturnScope() {
+    MPI_Comm_get_errhandler(MPI_COMM_WORLD, &world_);
+    MPI_Comm_get_errhandler(MPI_COMM_SELF, &self_);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+  }
+  ~ErrorsReturnScope() {
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, world_);
+    MPI_Comm_set_errhandler(MPI_COMM_SELF, self_);
+    MPI_Errhandler_free(&world_);
+    MPI_Errhandler_free(&self_);
+  }
+
+ private:
+  MPI_Errhandler world_ = MPI_ERRHANDLER_NULL;
+  MPI_Errhandler self_ = MPI_ERRHANDLER_NULL;
+};
+
+Status duplicate(MPI_Comm comm, std::unique_ptr<Channel>* out) {
+  if (comm == MPI_COMM_NULL) return invalidArgument("the MPI communicator is MPI_COMM_NULL");
+  MPI_Comm dup;
+  int rc;
+  {
+    ErrorsReturnScope scope;
+    int isInter = 0;
+    rc = MPI_Comm_test_inter(comm, &isInter);
+    if (rc != MPI_SUCCESS) {
+      return invalidArgument("the handle is not a valid MPI communicator (" +
+                             mpiError("MPI_Comm_test_inter", rc).message() + ")");
+    }
+    if (isInter) return invalidArgument("intercommunicators are not supported");
+    rc = MPI_Comm_dup(comm, &dup);
+  }
+  if (rc != MPI_SUCCESS) return mpiError("MPI_Comm_dup", rc);
+  return MpiChannel::make(CommHandle(dup), out);
+}
+
+class MpiBackend final : public Backend {
+ public:
+  MpiBackend(MPI_Comm world, int worldRank) : world_(world), worldRank_(worldRank) {}
+  ~MpiBackend() override { freeCustomTypes(); }
+
+  int worldRank() const override { return worldRank_; }
+  Status world(std::unique_ptr<Channel>* out) override { return duplicate(world_, out); }
+  Status fromFortranHandle(int handle, std::unique_ptr<Channel>* out) override {
+    return duplicate(MPI_Comm_f2c(handle), out);
+  }
+
+ private:
+  MPI_Comm world_;
+  int worldRank_;
+};
+
+}  // namespace
+
+Status createBackend(std::optional<int> worldHandle, void (*beforeFinalize)(),
+                     std::unique_ptr<Backend>* out) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (finalized) return Status(Code::kBackend, "MPI has already been finalized");
+  if (!initialized) {
+    int provided = 0;
+    if (int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+        rc != MPI_SUCCESS) {
+      return mpiError("MPI_Init_thread", rc);
+    }
+    gOwnsMpi = true;
+    gBeforeFinalize = beforeFinalize;
+    std::call_once(gAtExitOnce, [] { std::atexit(finalizeAtExit); });
+  }
+  int provided = 0;
+  MPI_Query_thread(&provided);
+  if (provided < MPI_THREAD_MULTIPLE) {
+    return Status(Code::kUnsupported,
+                  "MPI was initialized without MPI_THREAD_MULTIPLE (provided level " +
+                      std::to_string(provided) +
+                      "); hcoll drives MPI from one thread per communicator");
+  }
+  MPI_Comm world = worldHandle ? MPI_Comm_f2c(*worldHandle) : MPI_COMM_WORLD;
+  int rank = 0;
+  {
+    ErrorsReturnScope scope;
+    if (world == MPI_COMM_NULL || MPI_Comm_rank(world, &rank) != MPI_SUCCESS) {
+      return invalidArgument("init params: mpi_comm is not a valid MPI communicator");
+    }
+  }
+  HCOLL_RETURN_IF_ERROR(createCustomTypes());
+  *out = std::make_unique<MpiBackend>(world, rank);
+  return Status::ok();
+}
+
+}  // namespace hcoll::backends::mpi

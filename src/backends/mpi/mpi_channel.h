@@ -1,0 +1,75 @@
+#pragma once
+// The MPI backend's view of one communicator. It owns two duplicates of the communicator it was
+// made from: `control_` for negotiation messages and communicator management, `data_` for the
+// collectives, so that negotiation traffic can never match a data-plane operation.
+
+#include <mpi.h>
+
+#include <memory>
+
+#include "backends/backend.h"
+
+namespace hcoll::backends::mpi {
+
+// Owns an MPI communicator; frees it unless MPI has been finalized meanwhile.
+class CommHandle {
+ public:
+  CommHandle() = default;
+  explicit CommHandle(MPI_Comm c) : comm_(c) {}
+  CommHandle(CommHandle&& o) noexcept : comm_(o.release()) {}
+  CommHandle& operator=(CommHandle&& o) noexcept;
+  CommHandle(const CommHandle&) = delete;
+  CommHandle& operator=(const CommHandle&) = delete;
+  ~CommHandle() { reset(); }
+  MPI_Comm get() const { return comm_; }
+  MPI_Comm release() {
+    MPI_Comm c = comm_;
+    comm_ = MPI_COMM_NULL;
+    return c;
+  }
+  void reset();
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+};
+
+class MpiChannel final : public Channel {
+ public:
+  // Builds a channel over `base` (taking ownership); collective over base's members.
+  static Status make(CommHandle base, std::unique_ptr<Channel>* out);
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  int localRank() const override { return localRank_; }
+  int localSize() const override { return localSize_; }
+
+  PendingPtr allreduceBitsAnd(uint64_t* words, size_t count) override;
+  PendingPtr gatherBytes(std::vector<uint8_t> mine,
+                         std::vector<std::vector<uint8_t>>* atRoot) override;
+  PendingPtr broadcastBytes(std::vector<uint8_t>* buf) override;
+
+  PendingPtr allreduce(void* buf, size_t count, DataType dtype, ReduceOp op) override;
+  PendingPtr allgatherv(const void* send, size_t sendBytes, void* recv,
+                        const std::vector<size_t>& recvBytes) override;
+  PendingPtr broadcast(void* buf, size_t bytes, int root) override;
+  PendingPtr alltoallv(const void* send, const std::vector<size_t>& sendBytes, void* recv,
+                       const std::vector<size_t>& recvBytes) override;
+  PendingPtr reduceScatter(const void* send, void* recv, const std::vector<size_t>& recvCounts,
+                           DataType dtype, ReduceOp op) override;
+  PendingPtr barrier() override;
+
+  Status split(int color, int key, std::unique_ptr<Channel>* out) override;
+  Status create(const std::vector<int32_t>& ranks, std::unique_ptr<Channel>* out) override;
+
+ private:
+  MpiChannel() = default;
+
+  CommHandle control_;
+  CommHandle data_;
+  int rank_ = 0;
+  int size_ = 1;
+  int localRank_ = 0;
+  int localSize_ = 1;
+};
+
+}  // namespace hcoll::backends::mpi

@@ -1,0 +1,112 @@
+#include "backends/mpi/mpi_types.h"
+
+#include <cstdint>
+
+#include "runtime/half.h"
+
+namespace hcoll::backends::mpi {
+namespace {
+
+MPI_Datatype gFloat16 = MPI_DATATYPE_NULL;
+MPI_Datatype gBfloat16 = MPI_DATATYPE_NULL;
+MPI_Op gHalfOps[kNumReduceOps] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL,
+                                  MPI_OP_NULL};
+
+template <class Combine>
+void reduceHalves(void* in, void* inout, int* len, MPI_Datatype* type, Combine combine) {
+  auto* a = static_cast<const uint16_t*>(in);
+  auto* b = static_cast<uint16_t*>(inout);
+  if (*type == gBfloat16) {
+    for (int i = 0; i < *len; ++i) {
+      b[i] = floatToBfloat16(combine(bfloat16ToFloat(a[i]), bfloat16ToFloat(b[i])));
+    }
+  } else {
+    for (int i = 0; i < *len; ++i) {
+      b[i] = floatToHalf(combine(halfToFloat(a[i]), halfToFloat(b[i])));
+    }
+  }
+}
+
+void halfSum(void* in, void* inout, int* len, MPI_Datatype* t) {
+  reduceHalves(in, inout, len, t, [](float x, float y) { return x + y; });
+}
+void halfMin(void* in, void* inout, int* len, MPI_Datatype* t) {
+  reduceHalves(in, inout, len, t, [](float x, float y) { return x < y ? x : y; });
+}
+void halfMax(void* in, void* inout, int* len, MPI_Datatype* t) {
+  reduceHalves(in, inout, len, t, [](float x, float y) { return x > y ? x : y; });
+}
+void halfProduct(void* in, void* inout, int* len, MPI_Datatype* t) {
+  reduceHalves(in, inout, len, t, [](float x, float y) { return x * y; });
+}
+
+}  // namespace
+
+Status mpiError(const char* call, int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) length = 0;
+  return backendError(std::string(call) + " failed: " + std::string(text, length));
+}
+
+Status createCustomTypes() {
+  MPI_Datatype* types[] = {&gFloat16, &gBfloat16};
+  for (MPI_Datatype* t : types) {
+    if (int rc = MPI_Type_contiguous(2, MPI_BYTE, t); rc != MPI_SUCCESS) {
+      return mpiError("MPI_Type_contiguous", rc);
+    }
+    if (int rc = MPI_Type_commit(t); rc != MPI_SUCCESS) return mpiError("MPI_Type_commit", rc);
+  }
+  MPI_User_function* fns[kNumReduceOps] = {halfSum, halfSum, halfMin, halfMax, halfProduct};
+  for (int i = 0; i < kNumReduceOps; ++i) {
+    if (int rc = MPI_Op_create(fns[i], /*commute=*/1, &gHalfOps[i]); rc != MPI_SUCCESS) {
+      return mpiError("MPI_Op_create", rc);
+    }
+  }
+  return Status::ok();
+}
+
+void freeCustomTypes() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  for (MPI_Datatype* t : {&gFloat16, &gBfloat16}) {
+    if (*t != MPI_DATATYPE_NULL) MPI_Type_free(t);
+  }
+  for (MPI_Op& op : gHalfOps) {
+    if (op != MPI_OP_NULL) MPI_Op_free(&op);
+  }
+}
+
+MPI_Datatype toMpiType(DataType t) {
+  switch (t) {
+    case DataType::kUint8: return MPI_UINT8_T;
+    case DataType::kInt8: return MPI_INT8_T;
+    case DataType::kUint16: return MPI_UINT16_T;
+    case DataType::kInt16: return MPI_INT16_T;
+    case DataType::kInt32: return MPI_INT32_T;
+    case DataType::kInt64: return MPI_INT64_T;
+    case DataType::kFloat16: return gFloat16;
+    case DataType::kBfloat16: return gBfloat16;
+    case DataType::kFloat32: return MPI_FLOAT;
+    case DataType::kFloat64: return MPI_DOUBLE;
+    case DataType::kBool: return MPI_UINT8_T;
+  }
+  return MPI_DATATYPE_NULL;
+}
+
+MPI_Op toMpiOp(ReduceOp op, DataType t) {
+  if (t == DataType::kFloat16 || t == DataType::kBfloat16) return gHalfOps[static_cast<int>(op)];
+  if (t == DataType::kBool) {
+    return (op == ReduceOp::kSum || op == ReduceOp::kMax) ? MPI_LOR : MPI_LAND;
+  }
+  switch (op) {
+    case ReduceOp::kSum: case ReduceOp::kAverage: return MPI_SUM;
+    case ReduceOp::kMin: return MPI_MIN;
+    case ReduceOp::kMax: return MPI_MAX;
+    case ReduceOp::kProduct: return MPI_PROD;
+  }
+  return MPI_OP_NULL;
+}
+
+}  // namespace hcoll::backends::mpi

@@ -1,0 +1,54 @@
+#include "fusion/pack.h"
+
+#include <cstdint>
+#include <cstring>
+
+#include "runtime/half.h"
+
+namespace hcoll::fusion {
+namespace {
+
+template <class T>
+void scaleAs(void* dst, const void* src, size_t count, double factor) {
+  auto* d = static_cast<T*>(dst);
+  auto* s = static_cast<const T*>(src);
+  for (size_t i = 0; i < count; ++i) d[i] = static_cast<T>(static_cast<double>(s[i]) * factor);
+}
+
+template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
+void scaleHalf(void* dst, const void* src, size_t count, double factor) {
+  auto* d = static_cast<uint16_t*>(dst);
+  auto* s = static_cast<const uint16_t*>(src);
+  const float f = static_cast<float>(factor);
+  for (size_t i = 0; i < count; ++i) d[i] = FromFloat(ToFloat(s[i]) * f);
+}
+
+}  // namespace
+
+void scaleCopy(void* dst, const void* src, size_t count, DataType dtype, double factor) {
+  if (factor == 1.0) {
+    if (dst != src && count != 0) std::memmove(dst, src, count * dataTypeSize(dtype));
+    return;
+  }
+  switch (dtype) {
+    case DataType::kUint8: return scaleAs<uint8_t>(dst, src, count, factor);
+    case DataType::kInt8: return scaleAs<int8_t>(dst, src, count, factor);
+    case DataType::kUint16: return scaleAs<uint16_t>(dst, src, count, factor);
+    case DataType::kInt16: return scaleAs<int16_t>(dst, src, count, factor);
+    case DataType::kInt32: return scaleAs<int32_t>(dst, src, count, factor);
+    case DataType::kInt64: return scaleAs<int64_t>(dst, src, count, factor);
+    case DataType::kFloat16: return scaleHalf<halfToFloat, floatToHalf>(dst, src, count, factor);
+    case DataType::kBfloat16:
+      return scaleHalf<bfloat16ToFloat, floatToBfloat16>(dst, src, count, factor);
+    case DataType::kFloat32: return scaleAs<float>(dst, src, count, factor);
+    case DataType::kFloat64: return scaleAs<double>(dst, src, count, factor);
+    case DataType::kBool: return;  // rejected at submission: bool is never scaled
+  }
+}
+
+void normalizeBool(void* data, size_t count) {
+  auto* p = static_cast<uint8_t*>(data);
+  for (size_t i = 0; i < count; ++i) p[i] = p[i] != 0;
+}
+
+}  // namespace hcoll::fusion

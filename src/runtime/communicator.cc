@@ -1,0 +1,139 @@
+#include "runtime/communicator.h"
+
+#include "runtime/executor.h"
+#include "runtime/negotiator.h"
+
+namespace hcoll::runtime {
+
+Communicator::Communicator(std::unique_ptr<backends::Channel> channel, const Config& config)
+    : channel_(std::move(channel)), config_(config), log_(logging::get("runtime")) {
+  thread_ = std::thread([this] { run(); });
+}
+
+Communicator::~Communicator() {
+  if (thread_.joinable()) abort();
+}
+
+Status Communicator::submit(std::unique_ptr<LocalOp> op) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (closing_ || stopped_) {
+      return shutDown("the communicator is being destroyed or hcoll is shutting down");
+    }
+    const bool autoNamed = op->spec.name.empty();
+    auto& counter = autoNameCounters_[static_cast<size_t>(op->spec.kind)];
+    if (autoNamed) {
+      op->spec.name = std::string(opKindName(op->spec.kind)) + "." + std::to_string(counter);
+    }
+    if (!inFlight_.insert(op->spec.name).second) {
+      return Status(Code::kDuplicateName,
+                    "an operation named '" + op->spec.name + "' is already in flight");
+    }
+    if (autoNamed) ++counter;
+    op->submittedAt = std::chrono::steady_clock::now();
+    incoming_.push_back(std::move(op));
+  }
+  wake_.notify_one();
+  return Status::ok();
+}
+
+void Communicator::finish(std::unique_ptr<LocalOp> op, const Status& status) {
+  if (!op) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    inFlight_.erase(op->spec.name);
+  }
+  op->request->complete(status);
+}
+
+void Communicator::failAll(PendingOps& pending, const Status& status) {
+  while (!pending.empty()) {
+    std::string name = pending.all().front()->spec.name;
+    finish(pending.take(name), status);
+  }
+}
+
+void Communicator::run() {
+  PendingOps pending;
+  Negotiator negotiator(*channel_, config_, abort_, log_);
+  Executor executor(*channel_, config_, abort_, stats_,
+                    [this](std::unique_ptr<LocalOp> op, const Status& s) { finish(std::move(op), s); });
+  const auto cycle = std::chrono::duration<double, std::milli>(config_.cycleTimeMs);
+  bool productive = true;
+  Status endStatus = shutDown("the communicator was destroyed before the operation ran");
+  while (true) {
+    bool closing;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      auto woken = [this] { return !incoming_.empty() || closing_ || abort_.load(); };
+      if (pending.empty()) {
+        wake_.wait(lock, woken);  // idle: sleep until work arrives
+      } else if (!productive) {
+        // Unmatched work: give other ranks (and this rank's callers) a cycle before re-asking.
+        wake_.wait_for(lock, cycle, woken);
+      }
+      if (abort_.load()) break;
+      for (auto& op : incoming_) pending.add(std::move(op));
+      incoming_.clear();
+      closing = closing_;
+    }
+    RoundResult round;
+    Status s = negotiator.round(pending, closing, &round);
+    stats_.cycles.fetch_add(1, std::memory_order_relaxed);
+    if (!s.isOk()) {
+      log_->error("negotiation failed, communicator stops: {}", s.message());
+      endStatus = s;
+      break;
+    }
+    if (round.slowPath) stats_.slowPath.fetch_add(1, std::memory_order_relaxed);
+    stats_.cacheHits.fetch_add(round.fromCache, std::memory_order_relaxed);
+    executor.execute(round.responses, pending);
+    productive = !round.responses.empty();
+    if (round.allClosing) break;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopped_ = true;
+    for (auto& op : incoming_) pending.add(std::move(op));
+    incoming_.clear();
+  }
+  failAll(pending, endStatus);
+}
+
+void Communicator::beginClose() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    closing_ = true;
+  }
+  wake_.notify_one();
+}
+
+void Communicator::waitClosed() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void Communicator::close() {
+  beginClose();
+  waitClosed();
+}
+
+void Communicator::abort() {
+  abort_.store(true);
+  beginClose();
+  waitClosed();
+}
+
+StatsSnapshot Communicator::stats() const {
+  StatsSnapshot s;
+  s.cycles = stats_.cycles.load();
+  s.slowPath = stats_.slowPath.load();
+  s.cacheHits = stats_.cacheHits.load();
+  s.backendCalls = stats_.backendCalls.load();
+  s.fusedTensors = stats_.fusedTensors.load();
+  s.bytes = stats_.bytes.load();
+  std::lock_guard<std::mutex> lock(mutex_);
+  s.queueDepth = inFlight_.size();
+  return s;
+}
+
+}  // namespace hcoll::runtime

@@ -1,0 +1,77 @@
+#pragma once
+// A communicator: a backend channel, the queue of operations submitted by any user thread, and
+// the negotiation thread that owns everything else (pending operations, response cache,
+// coordinator state, execution). The thread sleeps while nothing is pending.
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "backends/backend.h"
+#include "runtime/config.h"
+#include "runtime/local_op.h"
+#include "runtime/logging.h"
+#include "runtime/stats.h"
+
+namespace hcoll::runtime {
+
+struct StatsSnapshot {
+  uint64_t cycles, slowPath, cacheHits, backendCalls, fusedTensors, bytes, queueDepth;
+};
+
+class Communicator {
+ public:
+  Communicator(std::unique_ptr<backends::Channel> channel, const Config& config);
+  ~Communicator();  // aborts if close() was not called
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return channel_->rank(); }
+  int size() const { return channel_->size(); }
+  int localRank() const { return channel_->localRank(); }
+  int localSize() const { return channel_->localSize(); }
+
+  // Enqueues `op` (naming it "<kind>.<n>" if its name is empty). DUPLICATE_NAME if an op of the
+  // same name is in flight, SHUT_DOWN once the communicator is closing. Thread-safe.
+  Status submit(std::unique_ptr<LocalOp> op);
+
+  // Collective: drains operations every rank submitted, fails the rest with SHUT_DOWN, stops the
+  // thread. Blocks.
+  void close();
+  // Local: fails everything pending with SHUT_DOWN and stops the thread without waiting for
+  // peers (used when the peers are gone).
+  void abort();
+  // Signals close() without waiting for it (so that many communicators close concurrently).
+  void beginClose();
+  void waitClosed();
+
+  StatsSnapshot stats() const;
+
+ private:
+  void run();
+  void finish(std::unique_ptr<LocalOp> op, const Status& status);
+  void failAll(PendingOps& pending, const Status& status);
+
+  std::unique_ptr<backends::Channel> channel_;
+  const Config config_;
+  std::shared_ptr<spdlog::logger> log_;
+  CommStats stats_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::vector<std::unique_ptr<LocalOp>> incoming_;
+  std::unordered_set<std::string> inFlight_;
+  std::array<uint64_t, kNumOpKinds> autoNameCounters_{};
+  bool closing_ = false;
+  bool stopped_ = false;
+  std::atomic<bool> abort_{false};
+  std::thread thread_;
+};
+
+}  // namespace hcoll::runtime

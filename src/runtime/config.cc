@@ -1,0 +1,65 @@
+#include "runtime/config.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+namespace hcoll::runtime {
+namespace {
+
+Status badValue(const char* var, const char* value, const char* expected) {
+  return invalidArgument(std::string("environment variable ") + var + "='" + value +
+                         "' is not " + expected);
+}
+
+Status readUnsigned(const char* var, uint64_t max, uint64_t* out) {
+  const char* v = std::getenv(var);
+  if (v == nullptr || *v == '\0') return Status::ok();
+  errno = 0;
+  char* end = nullptr;
+  unsigned long long x = std::strtoull(v, &end, 10);
+  if (errno != 0 || end == v || *end != '\0' || v[0] == '-' || x > max) {
+    return badValue(var, v, "a non-negative integer in range");
+  }
+  *out = x;
+  return Status::ok();
+}
+
+Status readSeconds(const char* var, double* out) {
+  const char* v = std::getenv(var);
+  if (v == nullptr || *v == '\0') return Status::ok();
+  errno = 0;
+  char* end = nullptr;
+  double x = std::strtod(v, &end);
+  if (errno != 0 || end == v || *end != '\0' || !std::isfinite(x) || x < 0) {
+    return badValue(var, v, "a non-negative number");
+  }
+  *out = x;
+  return Status::ok();
+}
+
+}  // namespace
+
+Status Config::fromEnvironment(Config* out) {
+  Config c;
+  HCOLL_RETURN_IF_ERROR(readUnsigned("HCOLL_FUSION_THRESHOLD", UINT64_MAX, &c.fusionThresholdBytes));
+  HCOLL_RETURN_IF_ERROR(readSeconds("HCOLL_CYCLE_TIME_MS", &c.cycleTimeMs));
+  uint64_t capacity = c.cacheCapacity;
+  HCOLL_RETURN_IF_ERROR(readUnsigned("HCOLL_CACHE_CAPACITY", 1u << 20, &capacity));
+  c.cacheCapacity = static_cast<uint32_t>(capacity);
+  HCOLL_RETURN_IF_ERROR(readSeconds("HCOLL_STALL_CHECK_TIME_SECONDS", &c.stallCheckSeconds));
+  HCOLL_RETURN_IF_ERROR(readSeconds("HCOLL_STALL_SHUTDOWN_TIME_SECONDS", &c.stallShutdownSeconds));
+  if (const char* v = std::getenv("HCOLL_TIMELINE")) c.timelinePath = v;
+  if (const char* v = std::getenv("HCOLL_LOG_LEVEL"); v != nullptr && *v != '\0') {
+    std::string level = v;
+    static const char* const kLevels[] = {"trace", "debug", "info", "warning", "error", "off"};
+    bool known = false;
+    for (const char* l : kLevels) known = known || level == l;
+    if (!known) return badValue("HCOLL_LOG_LEVEL", v, "one of trace|debug|info|warning|error|off");
+    c.logLevel = level;
+  }
+  *out = c;
+  return Status::ok();
+}
+
+}  // namespace hcoll::runtime

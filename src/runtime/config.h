@@ -1,0 +1,24 @@
+#pragma once
+// Runtime settings read once at initialize from the HCOLL_* environment variables.
+
+#include <cstdint>
+#include <string>
+
+#include "runtime/status.h"
+
+namespace hcoll::runtime {
+
+struct Config {
+  uint64_t fusionThresholdBytes = 128ull * 1024 * 1024;  // HCOLL_FUSION_THRESHOLD; 0 = no fusion
+  double cycleTimeMs = 1.0;            // HCOLL_CYCLE_TIME_MS: batching window / idle round pause
+  uint32_t cacheCapacity = 1024;       // HCOLL_CACHE_CAPACITY; 0 = response cache off
+  double stallCheckSeconds = 60.0;     // HCOLL_STALL_CHECK_TIME_SECONDS; 0 = no warnings
+  double stallShutdownSeconds = 0.0;   // HCOLL_STALL_SHUTDOWN_TIME_SECONDS; 0 = never
+  std::string timelinePath;            // HCOLL_TIMELINE
+  std::string logLevel = "warning";    // HCOLL_LOG_LEVEL
+
+  // Reads the environment; a malformed value is an INVALID_ARGUMENT naming the variable.
+  static Status fromEnvironment(Config* out);
+};
+
+}  // namespace hcoll::runtime

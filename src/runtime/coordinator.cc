@@ -1,0 +1,229 @@
+#include "runtime/coordinator.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace hcoll::runtime {
+namespace {
+
+std::string rankList(const std::vector<int>& ranks) {
+  std::string s;
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s;
+}
+
+std::string formatDouble(double x) {
+  std::ostringstream os;
+  os << x;
+  return os.str();
+}
+
+std::string describeRanks(const std::vector<int32_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+// Compares one field of every announcing rank with the reference rank and, on the first field
+// that differs, writes "mismatched <field>: rank A has X, rank B has Y, ...".
+class MismatchFinder {
+ public:
+  MismatchFinder(const std::vector<std::optional<OpSpec>>& specs, int ref)
+      : specs_(specs), ref_(ref) {}
+
+  template <class Get>
+  bool check(const std::string& field, Get get) {
+    if (found_) return false;
+    auto refValue = get(*specs_[ref_]);
+    std::string detail;
+    for (size_t r = 0; r < specs_.size(); ++r) {
+      if (!specs_[r] || static_cast<int>(r) == ref_) continue;
+      auto v = get(*specs_[r]);
+      if (v != refValue) detail += ", rank " + std::to_string(r) + " has " + text(v);
+    }
+    if (detail.empty()) return false;
+    found_ = true;
+    message_ = "mismatched " + field + ": rank " + std::to_string(ref_) + " has " +
+               text(refValue) + detail;
+    return true;
+  }
+  bool found() const { return found_; }
+  const std::string& message() const { return message_; }
+
+ private:
+  static std::string text(const std::string& s) { return s; }
+  static std::string text(double d) { return formatDouble(d); }
+  static std::string text(int64_t i) { return std::to_string(i); }
+  static std::string text(size_t i) { return std::to_string(i); }
+  static std::string text(int32_t i) { return std::to_string(i); }
+
+  const std::vector<std::optional<OpSpec>>& specs_;
+  int ref_;
+  bool found_ = false;
+  std::string message_;
+};
+
+}  // namespace
+
+void Coordinator::add(int rank, RequestList list, Clock::time_point now) {
+  for (OpSpec& spec : list.ops) {
+    auto [it, inserted] = table_.try_emplace(spec.name);
+    Entry& e = it->second;
+    if (inserted) {
+      e.order = nextOrder_++;
+      e.firstSeen = now;
+      e.specs.resize(static_cast<size_t>(size_));
+    }
+    if (spec.kind == OpKind::kJoin) {
+      joined_[rank] = true;
+      lastJoined_ = rank;
+    }
+    if (!e.specs[rank]) ++e.count;
+    e.specs[rank] = std::move(spec);
+  }
+}
+
+std::vector<Response> Coordinator::takeReady() {
+  std::vector<std::pair<uint64_t, std::string>> ready;
+  for (auto& [name, e] : table_) {
+    OpKind kind = OpKind::kAllreduce;
+    for (auto& s : e.specs) {
+      if (s) {
+        kind = s->kind;
+        break;
+      }
+    }
+    int joinedMissing = 0;
+    for (int r = 0; r < size_; ++r) joinedMissing += joined_[r] && !e.specs[r];
+    bool complete = kind == OpKind::kJoin ? e.count == size_ : e.count + joinedMissing == size_;
+    if (complete) ready.emplace_back(e.order, name);
+  }
+  std::sort(ready.begin(), ready.end());
+  std::vector<Response> out;
+  for (auto& [order, name] : ready) {
+    auto it = table_.find(name);
+    out.push_back(validate(name, it->second));
+    table_.erase(it);
+    if (out.back().spec.kind == OpKind::kJoin && out.back().error == Code::kSuccess) {
+      std::fill(joined_.begin(), joined_.end(), false);
+      lastJoined_ = -1;
+    }
+  }
+  return out;
+}
+
+Response Coordinator::validate(const std::string& name, const Entry& e) const {
+  int ref = 0;
+  while (!e.specs[ref]) ++ref;
+  const OpSpec& r0 = *e.specs[ref];
+  Response resp;
+  resp.spec = r0;
+  auto fail = [&](const std::string& why) {
+    resp.error = Code::kMismatch;
+    resp.errorMessage = "operation '" + name + "' (" + opKindName(r0.kind) + "): " + why;
+    return resp;
+  };
+
+  std::vector<int> joinedRanks;
+  for (int r = 0; r < size_; ++r) {
+    if (joined_[r] && !e.specs[r]) joinedRanks.push_back(r);
+  }
+  MismatchFinder f(e.specs, ref);
+  f.check("operation kind", [](const OpSpec& s) { return std::string(opKindName(s.kind)); });
+  if (!f.found() && !joinedRanks.empty() && r0.kind != OpKind::kAllreduce &&
+      r0.kind != OpKind::kBarrier) {
+    return fail("cannot run while rank(s) " + rankList(joinedRanks) + " have joined");
+  }
+  f.check("group size", [](const OpSpec& s) { return s.members.size(); });
+  f.check("device", [](const OpSpec& s) {
+    return std::string(s.device == kHostDevice ? "host" : "cuda");
+  });
+  bool reduces = r0.kind == OpKind::kAllreduce || r0.kind == OpKind::kReducescatter;
+  if (reduces) {
+    f.check("reduce op", [](const OpSpec& s) { return std::string(reduceOpName(s.op)); });
+    f.check("prescale factor", [](const OpSpec& s) { return s.prescale; });
+    f.check("postscale factor", [](const OpSpec& s) { return s.postscale; });
+  }
+  if (r0.kind == OpKind::kBroadcast) f.check("root", [](const OpSpec& s) { return s.root; });
+  if (r0.kind == OpKind::kCommCreate) {
+    f.check("rank list", [](const OpSpec& s) { return describeRanks(s.ranks); });
+  }
+  bool dim0Varies = r0.kind == OpKind::kAllgather || r0.kind == OpKind::kAlltoall;
+  for (size_t m = 0; m < r0.members.size() && !f.found(); ++m) {
+    std::string of = r0.members.size() > 1 ? " of member " + std::to_string(m) : "";
+    f.check("dtype" + of, [m](const OpSpec& s) { return std::string(dataTypeName(s.members[m].dtype)); });
+    if (dim0Varies) {
+      f.check("ndim" + of, [m](const OpSpec& s) { return s.members[m].shape.size(); });
+      f.check("shape after dim 0" + of, [m](const OpSpec& s) {
+        auto& sh = s.members[m].shape;
+        return shapeString(std::vector<int64_t>(sh.begin() + (sh.empty() ? 0 : 1), sh.end()));
+      });
+    } else {
+      f.check("shape" + of, [m](const OpSpec& s) { return shapeString(s.members[m].shape); });
+    }
+  }
+  if (f.found()) return fail(f.message());
+  return makeResponse(e);
+}
+
+Response Coordinator::makeResponse(const Entry& e) const {
+  int ref = 0;
+  while (!e.specs[ref]) ++ref;
+  Response resp;
+  resp.spec = *e.specs[ref];
+  const size_t n = static_cast<size_t>(size_);
+  if (resp.spec.kind == OpKind::kAllgather) {
+    resp.dim0PerRank.resize(resp.spec.members.size() * n);
+    for (size_t m = 0; m < resp.spec.members.size(); ++m) {
+      for (size_t r = 0; r < n; ++r) resp.dim0PerRank[m * n + r] = e.specs[r]->members[m].shape[0];
+    }
+  }
+  if (resp.spec.kind == OpKind::kAlltoall) {
+    resp.splitMatrix.resize(n * n);
+    for (size_t r = 0; r < n; ++r) {
+      for (size_t j = 0; j < n; ++j) resp.splitMatrix[r * n + j] = e.specs[r]->splits[j];
+    }
+  }
+  if (resp.spec.kind == OpKind::kJoin) resp.lastJoinedRank = lastJoined_;
+  return resp;
+}
+
+std::vector<Coordinator::Stalled> Coordinator::stalled(double seconds, Clock::time_point now) const {
+  std::vector<Stalled> out;
+  for (auto& [name, e] : table_) {
+    double waited = std::chrono::duration<double>(now - e.firstSeen).count();
+    if (waited < seconds) continue;
+    Stalled s{name, OpKind::kAllreduce, {}, {}, waited};
+    for (int r = 0; r < size_; ++r) {
+      if (e.specs[r]) {
+        s.kind = e.specs[r]->kind;
+        s.submitted.push_back(r);
+      } else if (!joined_[r]) {
+        s.missing.push_back(r);
+      }
+    }
+    out.push_back(std::move(s));
+  }
+  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.name < b.name; });
+  return out;
+}
+
+Response Coordinator::fail(const std::string& name, Code code, const std::string& message) {
+  Response resp;
+  auto it = table_.find(name);
+  if (it != table_.end()) {
+    for (auto& s : it->second.specs) {
+      if (s) {
+        resp.spec = *s;
+        break;
+      }
+    }
+    table_.erase(it);
+  }
+  resp.spec.name = name;
+  resp.error = code;
+  resp.errorMessage = message;
+  return resp;
+}
+
+}  // namespace hcoll::runtime

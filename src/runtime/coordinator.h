@@ -1,0 +1,59 @@
+#pragma once
+// The coordinator (rank 0 of a communicator) collects every rank's announced operations, decides
+// which are ready (announced by all ranks, or by all that have not joined for an allreduce or a
+// barrier), validates that the ranks agree, and produces the responses every rank executes.
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/message.h"
+
+namespace hcoll::runtime {
+
+class Coordinator {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  explicit Coordinator(int size) : size_(size), joined_(static_cast<size_t>(size), false) {}
+
+  // Records what `rank` announced this round.
+  void add(int rank, RequestList list, Clock::time_point now);
+  // Drops what is known about `name` (it was scheduled from the response cache).
+  void forget(const std::string& name) { table_.erase(name); }
+  // Responses for every operation that became ready or invalid, in first-announced order.
+  std::vector<Response> takeReady();
+
+  struct Stalled {
+    std::string name;
+    OpKind kind;
+    std::vector<int> submitted;
+    std::vector<int> missing;
+    double waitedSeconds;
+  };
+  // Operations some ranks announced more than `seconds` ago that are still not ready.
+  std::vector<Stalled> stalled(double seconds, Clock::time_point now) const;
+  // Takes operations out of the table, failing them with `code` and the given message.
+  Response fail(const std::string& name, Code code, const std::string& message);
+  bool empty() const { return table_.empty(); }
+
+ private:
+  struct Entry {
+    uint64_t order = 0;
+    Clock::time_point firstSeen;
+    std::vector<std::optional<OpSpec>> specs;
+    int count = 0;
+  };
+  Response validate(const std::string& name, const Entry& entry) const;
+  Response makeResponse(const Entry& entry) const;
+
+  int size_;
+  uint64_t nextOrder_ = 0;
+  std::unordered_map<std::string, Entry> table_;
+  std::vector<bool> joined_;
+  int lastJoined_ = -1;
+};
+
+}  // namespace hcoll::runtime

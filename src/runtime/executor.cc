@@ -1,0 +1,435 @@
+#include "runtime/executor.h"
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+#include "fusion/fusion_allocator.h"
+#include "fusion/pack.h"
+#include "runtime/progress.h"
+
+namespace hcoll::runtime {
+
+struct Executor::Item {
+  const Response* response = nullptr;
+  size_t member = 0;
+  LocalOp* op = nullptr;   // null on a joined rank that contributes zeros
+  void* output = nullptr;  // allgather / reducescatter: where this rank's result goes
+
+  const MemberSpec& spec() const { return response->spec.members[member]; }
+  DataType dtype() const { return spec().dtype; }
+  size_t elements() const { return static_cast<size_t>(numElements(spec().shape)); }
+  size_t rowBytes() const {
+    return static_cast<size_t>(rowElements(spec().shape)) * dataTypeSize(dtype());
+  }
+  const TensorDesc& input() const { return op->inputs[member]; }
+};
+
+namespace {
+
+bool reduces(OpKind k) { return k == OpKind::kAllreduce || k == OpKind::kReducescatter; }
+
+bool isFusibleKind(OpKind k) {
+  return k == OpKind::kAllreduce || k == OpKind::kAllgather || k == OpKind::kBroadcast ||
+         k == OpKind::kReducescatter;
+}
+
+// Whether two ready operations may share backend calls.
+bool sameFusionKey(const OpSpec& a, const OpSpec& b) {
+  if (a.kind != b.kind || (a.device == kHostDevice) != (b.device == kHostDevice)) return false;
+  if (reduces(a.kind)) {
+    return a.op == b.op && a.prescale == b.prescale && a.postscale == b.postscale;
+  }
+  if (a.kind == OpKind::kBroadcast) return a.root == b.root;
+  return true;
+}
+
+// Rows of a reducescatter's dim 0 that rank r receives, and where they start.
+int64_t scatterRows(int64_t d0, int size, int r) { return d0 / size + (r < d0 % size ? 1 : 0); }
+int64_t scatterOffset(int64_t d0, int size, int r) {
+  return static_cast<int64_t>(r) * (d0 / size) + std::min<int64_t>(r, d0 % size);
+}
+
+// A temporary buffer: a pooled fusion buffer when it fits the threshold, else plain memory.
+class Scratch {
+ public:
+  Status allocate(size_t bytes, size_t threshold) {
+    if (bytes <= threshold) return fusion::FusionAllocator::instance().acquire({}, bytes, &lease_);
+    plain_.reset(new (std::nothrow) uint8_t[bytes == 0 ? 1 : bytes]);
+    if (!plain_) return Status(Code::kNoMemory, "could not allocate " + std::to_string(bytes) + " bytes");
+    return Status::ok();
+  }
+  uint8_t* data() const {
+    return plain_ ? plain_.get() : static_cast<uint8_t*>(lease_.data());
+  }
+
+ private:
+  fusion::Lease lease_;
+  std::unique_ptr<uint8_t[]> plain_;
+};
+
+}  // namespace
+
+Executor::Executor(backends::Channel& channel, const Config& config,
+                   const std::atomic<bool>& abort, CommStats& stats, Finish finish)
+    : channel_(channel),
+      config_(config),
+      abort_(abort),
+      stats_(stats),
+      finish_(std::move(finish)),
+      rank_(channel.rank()),
+      size_(channel.size()) {}
+
+Status Executor::submitAndWait(backends::PendingPtr pending, size_t bytes, size_t tensors) {
+  stats_.backendCalls.fetch_add(1, std::memory_order_relaxed);
+  stats_.bytes.fetch_add(bytes, std::memory_order_relaxed);
+  if (tensors > 1) stats_.fusedTensors.fetch_add(tensors, std::memory_order_relaxed);
+  return waitFor(*pending, dataPlanePolicy(), abort_);
+}
+
+void Executor::execute(const std::vector<Response>& responses, PendingOps& pending) {
+  size_t i = 0;
+  while (i < responses.size()) {
+    const Response& r = responses[i];
+    if (r.error != Code::kSuccess) {
+      if (auto op = pending.take(r.spec.name)) finish_(std::move(op), Status(r.error, r.errorMessage));
+      ++i;
+      continue;
+    }
+    if (isFusibleKind(r.spec.kind)) {
+      std::vector<const Response*> run{&r};
+      while (++i < responses.size() && responses[i].error == Code::kSuccess &&
+             sameFusionKey(responses[i].spec, r.spec)) {
+        run.push_back(&responses[i]);
+      }
+      runFusible(run, pending);
+      continue;
+    }
+    ++i;
+    std::unique_ptr<LocalOp> op = pending.take(r.spec.name);
+    Status s;
+    switch (r.spec.kind) {
+      case OpKind::kAlltoall:
+        s = op ? alltoall(r, *op) : internalError("alltoall without a local operation");
+        break;
+      case OpKind::kBarrier:
+        s = submitAndWait(channel_.barrier(), 0, 1);
+        break;
+      case OpKind::kJoin:
+        if (op) {
+          void* data = nullptr;
+          s = op->request->addOutput(DataType::kInt32, {}, kHostDevice, nullptr, &data);
+          if (s.isOk()) *static_cast<int32_t*>(data) = r.lastJoinedRank;
+        }
+        break;
+      default:
+        s = commOp(r, op.get());
+        break;
+    }
+    if (op) finish_(std::move(op), s);
+  }
+}
+
+void Executor::runFusible(const std::vector<const Response*>& run, PendingOps& pending) {
+  const OpKind kind = run[0]->spec.kind;
+  std::vector<LocalOp*> ops;
+  std::vector<Item> items;
+  std::vector<std::unique_ptr<uint8_t[]>> fallbackOutputs;
+  std::vector<Status> statuses(run.size());
+  for (size_t k = 0; k < run.size(); ++k) {
+    LocalOp* op = pending.find(run[k]->spec.name);
+    ops.push_back(op);
+    for (size_t m = 0; m < run[k]->spec.members.size(); ++m) {
+      Item item{run[k], m, op, nullptr};
+      if (op && (kind == OpKind::kAllgather || kind == OpKind::kReducescatter)) {
+        // Outputs are allocated in member order; the collective runs even if that failed,
+        // into scratch memory, because the other ranks are already committed to it.
+        std::vector<int64_t> shape = item.spec().shape;
+        const size_t n = static_cast<size_t>(size_);
+        if (kind == OpKind::kAllgather) {
+          shape[0] = 0;
+          for (size_t r = 0; r < n; ++r) shape[0] += run[k]->dim0PerRank[m * n + r];
+        } else {
+          shape[0] = scatterRows(shape[0], size_, rank_);
+        }
+        Status s = op->request->addOutput(item.dtype(), shape, op->spec.device, op->inputs[m].stream,
+                                          &item.output);
+        if (!s.isOk()) {
+          if (statuses[k].isOk()) statuses[k] = s;
+          size_t bytes = static_cast<size_t>(numElements(shape)) * dataTypeSize(item.dtype());
+          fallbackOutputs.emplace_back(new (std::nothrow) uint8_t[bytes == 0 ? 1 : bytes]);
+          item.output = fallbackOutputs.back().get();
+        }
+      }
+      items.push_back(item);
+    }
+  }
+  if (reduces(kind)) {  // a fusion buffer holds one dtype: group members by dtype
+    std::stable_sort(items.begin(), items.end(),
+                     [](const Item& a, const Item& b) { return a.dtype() < b.dtype(); });
+  }
+
+  auto itemBytes = [&](const Item& it) -> size_t {
+    if (kind != OpKind::kAllgather) return it.elements() * dataTypeSize(it.dtype());
+    size_t total = 0;
+    for (int r = 0; r < size_; ++r) {
+      total += static_cast<size_t>(it.response->dim0PerRank[it.member * size_ + r]) * it.rowBytes();
+    }
+    return total;
+  };
+  const size_t threshold = config_.fusionThresholdBytes;
+  std::vector<Item> batch;
+  size_t batchBytes = 0;
+  auto flush = [&] {
+    if (batch.empty()) return;
+    Status s = runBatch(kind, batch);
+    if (!s.isOk()) {
+      for (const Item& it : batch) {
+        auto k = std::find(run.begin(), run.end(), it.response) - run.begin();
+        if (statuses[k].isOk()) statuses[k] = s;
+      }
+    }
+    batch.clear();
+    batchBytes = 0;
+  };
+  for (const Item& it : items) {
+    size_t bytes = itemBytes(it);
+    bool fits = batchBytes + bytes <= threshold &&
+                (batch.empty() || !reduces(kind) || batch[0].dtype() == it.dtype());
+    if (!fits) flush();
+    batch.push_back(it);
+    batchBytes += bytes;
+  }
+  flush();
+
+  for (size_t k = 0; k < run.size(); ++k) {
+    if (ops[k] != nullptr) finish_(pending.take(run[k]->spec.name), statuses[k]);
+  }
+}
+
+Status Executor::runBatch(OpKind kind, const std::vector<Item>& items) {
+  switch (kind) {
+    case OpKind::kAllreduce: return allreduceBatch(items);
+    case OpKind::kAllgather: return allgatherBatch(items);
+    case OpKind::kBroadcast: return broadcastBatch(items);
+    case OpKind::kReducescatter: return reducescatterBatch(items);
+    default: return internalError("not a fusible operation");
+  }
+}
+
+Status Executor::allreduceBatch(const std::vector<Item>& items) {
+  const OpSpec& spec = items[0].response->spec;
+  const DataType dtype = items[0].dtype();
+  const size_t elementSize = dataTypeSize(dtype);
+  const double postscale = spec.postscale * (spec.op == ReduceOp::kAverage ? 1.0 / size_ : 1.0);
+  size_t total = 0;
+  for (const Item& it : items) total += it.elements();
+  if (total == 0) return Status::ok();
+
+  Scratch scratch;
+  uint8_t* buffer = nullptr;
+  const bool direct = items.size() == 1 && items[0].op != nullptr;
+  if (direct) {  // reduce in the caller's output: no fusion copy
+    const Item& it = items[0];
+    buffer = static_cast<uint8_t*>(it.op->outputs[it.member].data);
+    fusion::scaleCopy(buffer, it.input().data, total, dtype, spec.prescale);
+  } else {
+    HCOLL_RETURN_IF_ERROR(scratch.allocate(total * elementSize, config_.fusionThresholdBytes));
+    buffer = scratch.data();
+    size_t offset = 0;
+    for (const Item& it : items) {
+      uint8_t* at = buffer + offset * elementSize;
+      if (it.op) {
+        fusion::scaleCopy(at, it.input().data, it.elements(), dtype, spec.prescale);
+      } else {
+        std::memset(at, 0, it.elements() * elementSize);  // a joined rank contributes zeros
+      }
+      offset += it.elements();
+    }
+  }
+  HCOLL_RETURN_IF_ERROR(submitAndWait(channel_.allreduce(buffer, total, dtype, spec.op),
+                                      total * elementSize, items.size()));
+  size_t offset = 0;
+  for (const Item& it : items) {
+    if (it.op) {
+      void* out = it.op->outputs[it.member].data;
+      fusion::scaleCopy(out, buffer + offset * elementSize, it.elements(), dtype, postscale);
+      if (dtype == DataType::kBool) fusion::normalizeBool(out, it.elements());
+    }
+    offset += it.elements();
+  }
+  return Status::ok();
+}
+
+Status Executor::allgatherBatch(const std::vector<Item>& items) {
+  const size_t n = static_cast<size_t>(size_);
+  auto rowsOf = [&](const Item& it, size_t r) {
+    return static_cast<size_t>(it.response->dim0PerRank[it.member * n + r]);
+  };
+  std::vector<size_t> perRank(n, 0);
+  for (const Item& it : items) {
+    for (size_t r = 0; r < n; ++r) perRank[r] += rowsOf(it, r) * it.rowBytes();
+  }
+  size_t total = 0;
+  for (size_t b : perRank) total += b;
+  if (total == 0) return Status::ok();
+  const size_t me = static_cast<size_t>(rank_);
+
+  if (items.size() == 1) {  // straight from the input into the output
+    const Item& it = items[0];
+    return submitAndWait(channel_.allgatherv(it.input().data, perRank[me], it.output, perRank),
+                         total, 1);
+  }
+  Scratch scratch;
+  HCOLL_RETURN_IF_ERROR(scratch.allocate(total, config_.fusionThresholdBytes));
+  uint8_t* buffer = scratch.data();
+  size_t myOffset = 0;
+  for (size_t r = 0; r < me; ++r) myOffset += perRank[r];
+  for (const Item& it : items) {
+    size_t bytes = rowsOf(it, me) * it.rowBytes();
+    if (bytes) std::memcpy(buffer + myOffset, it.input().data, bytes);
+    myOffset += bytes;
+  }
+  HCOLL_RETURN_IF_ERROR(
+      submitAndWait(channel_.allgatherv(nullptr, perRank[me], buffer, perRank), total, items.size()));
+  size_t offset = 0;
+  std::vector<size_t> written(items.size(), 0);
+  for (size_t r = 0; r < n; ++r) {
+    for (size_t k = 0; k < items.size(); ++k) {
+      size_t bytes = rowsOf(items[k], r) * items[k].rowBytes();
+      if (bytes) std::memcpy(static_cast<uint8_t*>(items[k].output) + written[k], buffer + offset, bytes);
+      written[k] += bytes;
+      offset += bytes;
+    }
+  }
+  return Status::ok();
+}
+
+Status Executor::broadcastBatch(const std::vector<Item>& items) {
+  const int root = items[0].response->spec.root;
+  size_t total = 0;
+  for (const Item& it : items) total += it.elements() * dataTypeSize(it.dtype());
+  if (total == 0) return Status::ok();
+  if (items.size() == 1) {
+    return submitAndWait(channel_.broadcast(items[0].input().data, total, root), total, 1);
+  }
+  Scratch scratch;
+  HCOLL_RETURN_IF_ERROR(scratch.allocate(total, config_.fusionThresholdBytes));
+  uint8_t* buffer = scratch.data();
+  size_t offset = 0;
+  if (rank_ == root) {
+    for (const Item& it : items) {
+      size_t bytes = it.elements() * dataTypeSize(it.dtype());
+      if (bytes) std::memcpy(buffer + offset, it.input().data, bytes);
+      offset += bytes;
+    }
+  }
+  HCOLL_RETURN_IF_ERROR(submitAndWait(channel_.broadcast(buffer, total, root), total, items.size()));
+  if (rank_ != root) {
+    for (const Item& it : items) {
+      size_t bytes = it.elements() * dataTypeSize(it.dtype());
+      if (bytes) std::memcpy(it.input().data, buffer + offset, bytes);
+      offset += bytes;
+    }
+  }
+  return Status::ok();
+}
+
+Status Executor::reducescatterBatch(const std::vector<Item>& items) {
+  const OpSpec& spec = items[0].response->spec;
+  const DataType dtype = items[0].dtype();
+  const size_t elementSize = dataTypeSize(dtype);
+  const double postscale = spec.postscale * (spec.op == ReduceOp::kAverage ? 1.0 / size_ : 1.0);
+  const size_t n = static_cast<size_t>(size_);
+  // Rank-major layout: rank 0's rows of every item, then rank 1's, ...
+  std::vector<size_t> counts(n, 0);
+  for (const Item& it : items) {
+    const int64_t d0 = it.spec().shape[0];
+    const size_t row = static_cast<size_t>(rowElements(it.spec().shape));
+    for (int r = 0; r < size_; ++r) counts[r] += static_cast<size_t>(scatterRows(d0, size_, r)) * row;
+  }
+  size_t total = 0;
+  for (size_t c : counts) total += c;
+  if (total == 0) return Status::ok();
+  const size_t mine = counts[rank_];
+
+  const bool direct = items.size() == 1 && spec.prescale == 1.0;
+  Scratch scratch;
+  uint8_t* recv = nullptr;
+  const void* send = nullptr;
+  if (direct) {
+    send = items[0].input().data;
+    recv = static_cast<uint8_t*>(items[0].output);
+  } else {
+    HCOLL_RETURN_IF_ERROR(scratch.allocate((total + mine) * elementSize, config_.fusionThresholdBytes));
+    uint8_t* buffer = scratch.data();
+    size_t offset = 0;
+    for (int r = 0; r < size_; ++r) {
+      for (const Item& it : items) {
+        const int64_t d0 = it.spec().shape[0];
+        const size_t row = static_cast<size_t>(rowElements(it.spec().shape));
+        const size_t count = static_cast<size_t>(scatterRows(d0, size_, r)) * row;
+        const auto* src = static_cast<const uint8_t*>(it.input().data) +
+                          static_cast<size_t>(scatterOffset(d0, size_, r)) * row * elementSize;
+        fusion::scaleCopy(buffer + offset * elementSize, src, count, dtype, spec.prescale);
+        offset += count;
+      }
+    }
+    send = buffer;
+    recv = buffer + total * elementSize;
+  }
+  HCOLL_RETURN_IF_ERROR(submitAndWait(channel_.reduceScatter(send, recv, counts, dtype, spec.op),
+                                      total * elementSize, items.size()));
+  size_t offset = 0;
+  for (const Item& it : items) {
+    const size_t count =
+        static_cast<size_t>(scatterRows(it.spec().shape[0], size_, rank_) * rowElements(it.spec().shape));
+    fusion::scaleCopy(it.output, recv + offset * elementSize, count, dtype, postscale);
+    if (dtype == DataType::kBool) fusion::normalizeBool(it.output, count);
+    offset += count;
+  }
+  return Status::ok();
+}
+
+Status Executor::alltoall(const Response& r, LocalOp& op) {
+  const size_t n = static_cast<size_t>(size_);
+  const size_t me = static_cast<size_t>(rank_);
+  const MemberSpec& local = op.spec.members[0];
+  const size_t rowBytes = static_cast<size_t>(rowElements(local.shape)) * dataTypeSize(local.dtype);
+  std::vector<size_t> sendBytes(n), recvBytes(n);
+  std::vector<int64_t> received(n);
+  int64_t rows = 0;
+  for (size_t j = 0; j < n; ++j) {
+    sendBytes[j] = static_cast<size_t>(r.splitMatrix[me * n + j]) * rowBytes;
+    received[j] = r.splitMatrix[j * n + me];
+    recvBytes[j] = static_cast<size_t>(received[j]) * rowBytes;
+    rows += received[j];
+  }
+  std::vector<int64_t> shape = local.shape;
+  shape[0] = rows;
+  void* out = nullptr;
+  Status allocated = op.request->addOutput(local.dtype, shape, op.spec.device, op.inputs[0].stream, &out);
+  std::unique_ptr<uint8_t[]> fallback;
+  if (!allocated.isOk()) {  // still take part: the other ranks are committed to the exchange
+    fallback.reset(new (std::nothrow) uint8_t[rows * rowBytes + 1]);
+    out = fallback.get();
+  }
+  size_t total = 0;
+  for (size_t b : sendBytes) total += b;
+  HCOLL_RETURN_IF_ERROR(
+      submitAndWait(channel_.alltoallv(op.inputs[0].data, sendBytes, out, recvBytes), total, 1));
+  op.request->setReceivedSplits({std::move(received)});
+  return allocated;
+}
+
+Status Executor::commOp(const Response& r, LocalOp* op) {
+  if (op == nullptr) return internalError("communicator operation without a local operation");
+  std::unique_ptr<backends::Channel> channel;
+  Status s = r.spec.kind == OpKind::kCommSplit
+                 ? channel_.split(op->spec.color, op->spec.key, &channel)
+                 : channel_.create(op->spec.ranks, &channel);
+  if (s.isOk()) op->request->setNewChannel(std::move(channel));
+  return s;
+}
+
+}  // namespace hcoll::runtime

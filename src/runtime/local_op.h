@@ -1,0 +1,59 @@
+#pragma once
+// An operation this rank submitted and that has not completed yet, as the communicator's thread
+// keeps it: the spec it announces, the caller's tensors, and the request to complete.
+
+#include <chrono>
+#include <list>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/message.h"
+#include "runtime/request.h"
+#include "runtime/types.h"
+
+namespace hcoll::runtime {
+
+struct LocalOp {
+  OpSpec spec;
+  std::vector<TensorDesc> inputs;   // one per member (broadcast: the buffer)
+  std::vector<TensorDesc> outputs;  // allreduce: one per member; empty otherwise
+  std::shared_ptr<Request> request;
+  std::chrono::steady_clock::time_point submittedAt;
+  bool announced = false;  // sent to the coordinator in full
+};
+
+// Pending operations in submission order, findable by name. Owned by one thread.
+class PendingOps {
+ public:
+  using List = std::list<std::unique_ptr<LocalOp>>;
+
+  void add(std::unique_ptr<LocalOp> op) {
+    auto name = op->spec.name;
+    ops_.push_back(std::move(op));
+    byName_[name] = std::prev(ops_.end());
+  }
+  LocalOp* find(const std::string& name) const {
+    auto it = byName_.find(name);
+    return it == byName_.end() ? nullptr : it->second->get();
+  }
+  // Removes and returns the operation (null if absent).
+  std::unique_ptr<LocalOp> take(const std::string& name) {
+    auto it = byName_.find(name);
+    if (it == byName_.end()) return nullptr;
+    auto op = std::move(*it->second);
+    ops_.erase(it->second);
+    byName_.erase(it);
+    return op;
+  }
+  bool empty() const { return ops_.empty(); }
+  size_t size() const { return ops_.size(); }
+  List& all() { return ops_; }
+
+ private:
+  List ops_;
+  std::unordered_map<std::string, List::iterator> byName_;
+};
+
+}  // namespace hcoll::runtime

@@ -1,0 +1,52 @@
+#include "runtime/message.h"
+
+namespace hcoll::runtime {
+
+bool OpSpec::operator==(const OpSpec& o) const {
+  return name == o.name && kind == o.kind && op == o.op && prescale == o.prescale &&
+         postscale == o.postscale && root == o.root && device == o.device &&
+         members == o.members && splits == o.splits && ranks == o.ranks && color == o.color &&
+         key == o.key;
+}
+
+bool Response::cacheable() const {
+  if (error != Code::kSuccess) return false;
+  switch (spec.kind) {
+    case OpKind::kAllreduce: case OpKind::kAllgather: case OpKind::kBroadcast:
+    case OpKind::kAlltoall: case OpKind::kReducescatter:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool Response::matchesLocal(const OpSpec& local, int rank, int size) const {
+  const OpSpec& s = spec;
+  if (local.name != s.name || local.kind != s.kind || local.op != s.op ||
+      local.prescale != s.prescale || local.postscale != s.postscale || local.root != s.root ||
+      (local.device == kHostDevice) != (s.device == kHostDevice) ||
+      local.members.size() != s.members.size()) {
+    return false;
+  }
+  for (size_t m = 0; m < s.members.size(); ++m) {
+    const MemberSpec& a = local.members[m];
+    const MemberSpec& b = s.members[m];
+    if (a.dtype != b.dtype || a.shape.size() != b.shape.size()) return false;
+    bool dim0Varies = s.kind == OpKind::kAllgather || s.kind == OpKind::kAlltoall;
+    for (size_t d = dim0Varies ? 1 : 0; d < a.shape.size(); ++d) {
+      if (a.shape[d] != b.shape[d]) return false;
+    }
+    if (s.kind == OpKind::kAllgather && !a.shape.empty() &&
+        dim0PerRank[m * size + rank] != a.shape[0]) {
+      return false;
+    }
+  }
+  if (s.kind == OpKind::kAlltoall) {
+    for (int j = 0; j < size; ++j) {
+      if (local.splits[j] != splitMatrix[static_cast<size_t>(rank) * size + j]) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace hcoll::runtime

@@ -1,0 +1,66 @@
+#pragma once
+// What ranks tell the coordinator (an OpSpec per operation, in a RequestList) and what it answers
+// (a Response per ready operation, in a ResponseList). The wire encoding lives in wire.h.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/status.h"
+#include "runtime/types.h"
+
+namespace hcoll::runtime {
+
+// The shape of one member tensor of an operation (a plain operation has one member).
+struct MemberSpec {
+  DataType dtype = DataType::kFloat32;
+  std::vector<int64_t> shape;
+  bool operator==(const MemberSpec& o) const { return dtype == o.dtype && shape == o.shape; }
+};
+
+// One rank's description of one operation: everything other ranks must agree with, plus the
+// per-rank parts (allgather dim0, alltoall splits, split color/key).
+struct OpSpec {
+  std::string name;
+  OpKind kind = OpKind::kAllreduce;
+  ReduceOp op = ReduceOp::kSum;
+  double prescale = 1.0;
+  double postscale = 1.0;
+  int32_t root = 0;
+  int32_t device = kHostDevice;  // HOST or a CUDA ordinal (ranks agree on host vs CUDA only)
+  std::vector<MemberSpec> members;
+  std::vector<int64_t> splits;  // alltoall: rows to each rank
+  std::vector<int32_t> ranks;   // comm_create: the parent ranks of the new communicator
+  int32_t color = 0;            // comm_split
+  int32_t key = 0;              // comm_split
+
+  bool operator==(const OpSpec& o) const;
+};
+
+struct RequestList {
+  uint32_t flags = 0;
+  std::vector<OpSpec> ops;
+};
+
+// The coordinator's decision about one operation, identical on every rank.
+struct Response {
+  Code error = Code::kSuccess;  // kSuccess: execute; otherwise fail the operation with it
+  std::string errorMessage;
+  OpSpec spec;  // the lowest announcing rank's spec: joined ranks execute from it
+  // allgather: dim0 of each member on each rank, [member * size + rank]
+  std::vector<int64_t> dim0PerRank;
+  // alltoall: rows sent from rank i to rank j at [i * size + j]
+  std::vector<int64_t> splitMatrix;
+  int32_t lastJoinedRank = -1;  // join
+
+  bool cacheable() const;
+  // Whether this rank's own spec is what this cached response was made from, so that the
+  // response can be replayed without asking the coordinator.
+  bool matchesLocal(const OpSpec& local, int rank, int size) const;
+};
+
+struct ResponseList {
+  std::vector<Response> responses;
+};
+
+}  // namespace hcoll::runtime

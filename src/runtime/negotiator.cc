@@ -1,0 +1,167 @@
+#include "runtime/negotiator.h"
+
+#include <algorithm>
+
+#include "runtime/progress.h"
+#include "runtime/wire.h"
+
+namespace hcoll::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Flags word: the low half is OR-reduced (stored inverted, so the AND computes an OR), the high
+// half is AND-reduced.
+constexpr uint64_t kAnyUnannounced = 1ull << 0;  // a rank has an op the cache cannot replay
+constexpr uint64_t kAnyClosing = 1ull << 1;
+constexpr uint64_t kAnyJoined = 1ull << 2;
+constexpr uint64_t kCoordinatorWaiting = 1ull << 3;  // rank 0 has unfinished business
+constexpr uint64_t kOrMask = 0xffffffffull;
+constexpr uint64_t kAllClosing = 1ull << 32;
+
+// An op cached but not replayed for this long is announced in full, so that the coordinator
+// sees it and the stall inspector can name who is missing.
+constexpr auto kAnnounceCachedAfter = std::chrono::seconds(1);
+constexpr auto kInspectEvery = std::chrono::seconds(1);
+
+std::string rankList(const std::vector<int>& ranks) {
+  std::string s = "[";
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+Negotiator::Negotiator(backends::Channel& channel, const Config& config,
+                       const std::atomic<bool>& abort, std::shared_ptr<spdlog::logger> log)
+    : channel_(channel),
+      config_(config),
+      abort_(abort),
+      log_(std::move(log)),
+      cache_(config.cacheCapacity),
+      lastInspection_(Clock::now()) {
+  if (channel_.rank() == 0) coordinator_ = std::make_unique<Coordinator>(channel_.size());
+}
+
+Status Negotiator::round(PendingOps& pending, bool closing, RoundResult* out) {
+  const auto now = Clock::now();
+  const int rank = channel_.rank();
+  const int size = channel_.size();
+  const size_t slots = cache_.enabled() ? cache_.slotCount() : 0;
+  words_.assign(1 + (slots + 63) / 64, 0);
+
+  uint64_t flags = closing ? kAnyClosing : 0;
+  for (auto& op : pending.all()) {
+    if (op->spec.kind == OpKind::kJoin) flags |= kAnyJoined;
+    int slot = slots ? cache_.lookup(op->spec, rank, size) : -1;
+    if (slot >= 0) words_[1 + slot / 64] |= 1ull << (slot % 64);
+    if (!op->announced && (slot < 0 || now - op->submittedAt > kAnnounceCachedAfter)) {
+      flags |= kAnyUnannounced;
+    }
+  }
+  if (coordinator_ && !coordinator_->empty() && now - lastInspection_ > kInspectEvery) {
+    flags |= kCoordinatorWaiting;
+  }
+  words_[0] = (~flags & kOrMask) | (closing ? kAllClosing : 0);
+
+  auto bits = channel_.allreduceBitsAnd(words_.data(), words_.size());
+  HCOLL_RETURN_IF_ERROR(waitFor(*bits, controlPlanePolicy(), abort_));
+  const uint64_t anyFlags = ~words_[0] & kOrMask;
+  out->allClosing = (words_[0] & kAllClosing) != 0;
+
+  // Operations every rank has ready and cached run straight away, in slot order.
+  std::vector<std::string> replayed;
+  std::vector<int> replayedSlots;
+  for (size_t slot = 0; slot < slots; ++slot) {
+    if ((words_[1 + slot / 64] >> (slot % 64)) & 1) {
+      out->responses.push_back(cache_.at(static_cast<int>(slot)));
+      replayed.push_back(out->responses.back().spec.name);
+      replayedSlots.push_back(static_cast<int>(slot));
+    }
+  }
+  out->fromCache = out->responses.size();
+  if (coordinator_) {
+    for (const auto& name : replayed) coordinator_->forget(name);
+  }
+
+  if (anyFlags != 0) {
+    out->slowPath = true;
+    HCOLL_RETURN_IF_ERROR(exchangeWithCoordinator(pending, replayed, &out->responses));
+  }
+
+  for (int slot : replayedSlots) cache_.touch(slot);
+  for (size_t i = out->fromCache; i < out->responses.size(); ++i) {
+    const Response& r = out->responses[i];
+    if (r.cacheable()) {
+      cache_.put(r);
+    } else {
+      cache_.erase(r.spec.name);
+    }
+  }
+  return Status::ok();
+}
+
+Status Negotiator::exchangeWithCoordinator(PendingOps& pending,
+                                           const std::vector<std::string>& replayed,
+                                           std::vector<Response>* out) {
+  RequestList mine;
+  for (auto& op : pending.all()) {
+    if (op->announced ||
+        std::find(replayed.begin(), replayed.end(), op->spec.name) != replayed.end()) {
+      continue;
+    }
+    mine.ops.push_back(op->spec);
+    op->announced = true;
+  }
+  std::vector<std::vector<uint8_t>> gathered;
+  auto gather = channel_.gatherBytes(wire::encode(mine), &gathered);
+  HCOLL_RETURN_IF_ERROR(waitFor(*gather, controlPlanePolicy(), abort_));
+
+  std::vector<uint8_t> answer;
+  if (coordinator_) {
+    const auto now = Clock::now();
+    for (size_t r = 0; r < gathered.size(); ++r) {
+      RequestList list;
+      HCOLL_RETURN_IF_ERROR(wire::decode(gathered[r].data(), gathered[r].size(), &list));
+      coordinator_->add(static_cast<int>(r), std::move(list), now);
+    }
+    ResponseList responses;
+    responses.responses = coordinator_->takeReady();
+    inspectStalls(&responses.responses);
+    answer = wire::encode(responses);
+  }
+  auto broadcast = channel_.broadcastBytes(&answer);
+  HCOLL_RETURN_IF_ERROR(waitFor(*broadcast, controlPlanePolicy(), abort_));
+  ResponseList responses;
+  HCOLL_RETURN_IF_ERROR(wire::decode(answer.data(), answer.size(), &responses));
+  for (Response& r : responses.responses) out->push_back(std::move(r));
+  return Status::ok();
+}
+
+void Negotiator::inspectStalls(std::vector<Response>* out) {
+  const auto now = Clock::now();
+  lastInspection_ = now;
+  if (config_.stallCheckSeconds > 0) {
+    std::set<std::string> stillStalled;
+    for (const auto& s : coordinator_->stalled(config_.stallCheckSeconds, now)) {
+      stillStalled.insert(s.name);
+      if (warned_.count(s.name)) continue;
+      log_->warn("stall: operation '{}' ({}) was submitted by ranks {} {:.1f} s ago; ranks {} "
+                    "have not submitted it",
+                    s.name, opKindName(s.kind), rankList(s.submitted), s.waitedSeconds,
+                    rankList(s.missing));
+    }
+    warned_ = std::move(stillStalled);
+  }
+  if (config_.stallShutdownSeconds > 0) {
+    for (const auto& s : coordinator_->stalled(config_.stallShutdownSeconds, now)) {
+      std::string message = "operation '" + s.name + "' timed out after " +
+                            std::to_string(static_cast<int>(s.waitedSeconds)) + " s: ranks " +
+                            rankList(s.missing) + " did not submit it (submitted by ranks " +
+                            rankList(s.submitted) + ")";
+      out->push_back(coordinator_->fail(s.name, Code::kTimeout, message));
+    }
+  }
+}
+
+}  // namespace hcoll::runtime

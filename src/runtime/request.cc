@@ -1,0 +1,90 @@
+#include "runtime/request.h"
+
+#include <chrono>
+#include <cstdlib>
+
+#include "backends/backend.h"
+
+namespace hcoll::runtime {
+
+Request::~Request() {
+  bool userOwned = allocator_ && allocator_->userOwned();
+  bool handedOut = code_ == Code::kSuccess;
+  for (OutputTensor& t : outputs_) {
+    if (t.data == nullptr) continue;
+    if (!userOwned) {
+      std::free(t.data);
+    } else if (!handedOut && allocator_->free) {
+      allocator_->free(t.device, t.data);  // never given to the user: give it back
+    }
+  }
+}
+
+Code Request::test() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return code_;
+}
+
+Code Request::wait(double timeoutSeconds) const {
+  std::unique_lock<std::mutex> lock(mutex_);
+  auto finished = [this] { return code_ != Code::kInProgress; };
+  if (timeoutSeconds < 0) {
+    done_.wait(lock, finished);
+    return code_;
+  }
+  if (!done_.wait_for(lock, std::chrono::duration<double>(timeoutSeconds), finished)) {
+    return Code::kTimeout;
+  }
+  return code_;
+}
+
+std::string Request::errorMessage() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return message_;
+}
+
+Status Request::addOutput(DataType dtype, std::vector<int64_t> shape, int32_t device,
+                          void* stream, void** data) {
+  OutputTensor t;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  t.device = device;
+  t.stream = stream;
+  size_t bytes = static_cast<size_t>(numElements(t.shape)) * dataTypeSize(dtype);
+  // Always hand out a real pointer, even for empty outputs, so callers can tell "no output".
+  size_t allocBytes = bytes == 0 ? 1 : bytes;
+  t.data = allocator_ && allocator_->userOwned() ? allocator_->alloc(device, stream, allocBytes)
+                                                 : std::malloc(allocBytes);
+  if (t.data == nullptr) {
+    return Status(Code::kNoMemory, "could not allocate an output of " + std::to_string(bytes) +
+                                       " bytes");
+  }
+  *data = t.data;
+  outputs_.push_back(std::move(t));
+  return Status::ok();
+}
+
+void Request::setReceivedSplits(std::vector<std::vector<int64_t>> splits) {
+  receivedSplits_ = std::move(splits);
+}
+
+void Request::setNewChannel(std::unique_ptr<backends::Channel> channel) {
+  newChannel_ = std::move(channel);
+}
+
+std::unique_ptr<backends::Channel> Request::takeNewChannel() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return std::move(newChannel_);
+}
+
+void Request::complete(const Status& status) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (code_ != Code::kInProgress) return;
+    code_ = status.code();
+    message_ = status.message();
+  }
+  done_.notify_all();
+}
+
+}  // namespace hcoll::runtime

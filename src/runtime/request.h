@@ -1,0 +1,77 @@
+#pragma once
+// The completion state of one submitted operation, shared by the caller's handle and the
+// communicator's thread. Outputs are attached by the thread before it completes the request.
+
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "runtime/status.h"
+#include "runtime/types.h"
+
+namespace hcoll::backends {
+class Channel;
+}
+
+namespace hcoll::runtime {
+
+// Where outputs come from: the user's allocator (then the user owns them) or malloc.
+struct OutputAllocator {
+  std::function<void*(int32_t device, void* stream, size_t bytes)> alloc;  // empty = malloc
+  std::function<void(int32_t device, void* ptr)> free;
+  bool userOwned() const { return static_cast<bool>(alloc); }
+};
+
+// An output tensor of a request. Runtime-owned data is freed with the request.
+struct OutputTensor {
+  void* data = nullptr;
+  DataType dtype = DataType::kFloat32;
+  std::vector<int64_t> shape;
+  int32_t device = kHostDevice;
+  void* stream = nullptr;
+};
+
+class Request {
+ public:
+  explicit Request(std::shared_ptr<const OutputAllocator> allocator)
+      : allocator_(std::move(allocator)) {}
+  ~Request();
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+
+  // kInProgress until completed, then the final code.
+  Code test() const;
+  // Blocks up to timeoutSeconds (< 0: forever); kTimeout if still in progress.
+  Code wait(double timeoutSeconds) const;
+  std::string errorMessage() const;
+
+  // Allocates an output of `shape` (fails with kNoMemory) and gives its data pointer. Only the
+  // communicator's thread calls this, before complete().
+  Status addOutput(DataType dtype, std::vector<int64_t> shape, int32_t device, void* stream,
+                   void** data);
+  void setReceivedSplits(std::vector<std::vector<int64_t>> splits);
+  void setNewChannel(std::unique_ptr<backends::Channel> channel);
+
+  // Marks the request finished; wakes waiters. Later calls are ignored.
+  void complete(const Status& status);
+
+  // Valid once test() != kInProgress.
+  const std::vector<OutputTensor>& outputs() const { return outputs_; }
+  const std::vector<std::vector<int64_t>>& receivedSplits() const { return receivedSplits_; }
+  std::unique_ptr<backends::Channel> takeNewChannel();
+
+ private:
+  mutable std::mutex mutex_;
+  mutable std::condition_variable done_;
+  Code code_ = Code::kInProgress;
+  std::string message_;
+  std::shared_ptr<const OutputAllocator> allocator_;
+  std::vector<OutputTensor> outputs_;
+  std::vector<std::vector<int64_t>> receivedSplits_;
+  std::unique_ptr<backends::Channel> newChannel_;
+};
+
+}  // namespace hcoll::runtime

@@ -1,0 +1,138 @@
+#include "runtime/runtime.h"
+
+#include <algorithm>
+
+#include "backends/mpi/mpi_backend.h"
+#include "fusion/fusion_allocator.h"
+#include "runtime/logging.h"
+
+namespace hcoll::runtime {
+namespace {
+
+std::mutex gLifecycleMutex;  // serializes initialize and shutdown
+std::shared_ptr<Runtime> gRuntime;
+std::mutex gCurrentMutex;  // guards the gRuntime pointer itself
+
+void shutdownBeforeFinalize() { Runtime::shutdown(); }
+
+}  // namespace
+
+std::shared_ptr<Runtime> Runtime::current() {
+  std::lock_guard<std::mutex> lock(gCurrentMutex);
+  return gRuntime;
+}
+
+Status Runtime::initialize(const InitOptions& options) {
+  std::lock_guard<std::mutex> lifecycle(gLifecycleMutex);
+  if (current()) return invalidArgument("hcoll is already initialized");
+  std::shared_ptr<Runtime> rt(new Runtime());
+  HCOLL_RETURN_IF_ERROR(Config::fromEnvironment(&rt->config_));
+  rt->outputs_ = options.outputs;
+  HCOLL_RETURN_IF_ERROR(
+      backends::mpi::createBackend(options.worldHandle, shutdownBeforeFinalize, &rt->backend_));
+  logging::configure(rt->config_.logLevel, rt->backend_->worldRank());
+  fusion::FusionAllocator::instance().setThreshold(rt->config_.fusionThresholdBytes);
+  std::unique_ptr<backends::Channel> channel;
+  HCOLL_RETURN_IF_ERROR(rt->backend_->world(&channel));
+  HCOLL_RETURN_IF_ERROR(rt->adopt(std::move(channel), &rt->world_));
+  logging::get("runtime")->info("initialized: {} ranks, fusion threshold {} bytes, cache {}",
+                                rt->world_->size(), rt->config_.fusionThresholdBytes,
+                                rt->config_.cacheCapacity);
+  std::lock_guard<std::mutex> lock(gCurrentMutex);
+  gRuntime = std::move(rt);
+  return Status::ok();
+}
+
+Status Runtime::shutdown() {
+  std::lock_guard<std::mutex> lifecycle(gLifecycleMutex);
+  std::shared_ptr<Runtime> rt;
+  {
+    std::lock_guard<std::mutex> lock(gCurrentMutex);
+    rt = std::move(gRuntime);
+    gRuntime.reset();
+  }
+  if (!rt) return Status(Code::kNotInitialized, "hcoll is not initialized");
+  rt->closeAll();
+  fusion::FusionAllocator::instance().trim();
+  return Status::ok();
+}
+
+Runtime::~Runtime() { closeAll(); }
+
+void Runtime::closeAll() {
+  std::vector<std::shared_ptr<Communicator>> live;
+  {
+    std::lock_guard<std::mutex> lock(commsMutex_);
+    for (auto& weak : comms_) {
+      if (auto c = weak.lock()) live.push_back(std::move(c));
+    }
+    comms_.clear();
+  }
+  // Begin every close before waiting for any, so communicators drain concurrently whatever
+  // order other ranks list them in.
+  for (auto& c : live) c->beginClose();
+  for (auto& c : live) c->waitClosed();
+}
+
+Status Runtime::adopt(std::unique_ptr<backends::Channel> channel,
+                      std::shared_ptr<Communicator>* out) {
+  if (!channel) {
+    out->reset();
+    return Status::ok();
+  }
+  auto comm = std::make_shared<Communicator>(std::move(channel), config_);
+  {
+    std::lock_guard<std::mutex> lock(commsMutex_);
+    comms_.erase(std::remove_if(comms_.begin(), comms_.end(),
+                                [](auto& w) { return w.expired(); }),
+                 comms_.end());
+    comms_.push_back(comm);
+  }
+  *out = std::move(comm);
+  return Status::ok();
+}
+
+Status Runtime::runCommOp(Communicator& parent, std::unique_ptr<LocalOp> op,
+                          std::shared_ptr<Communicator>* out) {
+  auto request = newRequest();
+  op->request = request;
+  HCOLL_RETURN_IF_ERROR(parent.submit(std::move(op)));
+  Code code = request->wait(-1);
+  if (code != Code::kSuccess) return Status(code, request->errorMessage());
+  return adopt(request->takeNewChannel(), out);
+}
+
+Status Runtime::split(Communicator& parent, int color, int key,
+                      std::shared_ptr<Communicator>* out) {
+  auto op = std::make_unique<LocalOp>();
+  op->spec.kind = OpKind::kCommSplit;
+  op->spec.color = color;
+  op->spec.key = key;
+  return runCommOp(parent, std::move(op), out);
+}
+
+Status Runtime::create(Communicator& parent, const std::vector<int32_t>& ranks,
+                       std::shared_ptr<Communicator>* out) {
+  auto op = std::make_unique<LocalOp>();
+  op->spec.kind = OpKind::kCommCreate;
+  op->spec.ranks = ranks;
+  return runCommOp(parent, std::move(op), out);
+}
+
+Status Runtime::fromMpi(int handle, std::shared_ptr<Communicator>* out) {
+  std::unique_ptr<backends::Channel> channel;
+  HCOLL_RETURN_IF_ERROR(backend_->fromFortranHandle(handle, &channel));
+  return adopt(std::move(channel), out);
+}
+
+Status Runtime::destroy(const std::shared_ptr<Communicator>& comm) {
+  if (comm == world_) return invalidArgument("the world communicator is owned by the runtime");
+  comm->close();
+  std::lock_guard<std::mutex> lock(commsMutex_);
+  comms_.erase(std::remove_if(comms_.begin(), comms_.end(),
+                              [&](auto& w) { return w.expired() || w.lock() == comm; }),
+               comms_.end());
+  return Status::ok();
+}
+
+}  // namespace hcoll::runtime

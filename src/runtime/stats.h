@@ -1,0 +1,18 @@
+#pragma once
+// Counters of one communicator, updated by its thread and read by any thread.
+
+#include <atomic>
+#include <cstdint>
+
+namespace hcoll::runtime {
+
+struct CommStats {
+  std::atomic<uint64_t> cycles{0};
+  std::atomic<uint64_t> slowPath{0};
+  std::atomic<uint64_t> cacheHits{0};
+  std::atomic<uint64_t> backendCalls{0};
+  std::atomic<uint64_t> fusedTensors{0};
+  std::atomic<uint64_t> bytes{0};
+};
+
+}  // namespace hcoll::runtime

@@ -1,0 +1,53 @@
+#pragma once
+// Element types, reduction operators, operation kinds and tensor descriptors of the core. The
+// numeric values equal the public C enums so the bindings translate by cast after a range check.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hcoll {
+
+enum class DataType : uint8_t {
+  kUint8 = 0, kInt8, kUint16, kInt16, kInt32, kInt64, kFloat16, kBfloat16, kFloat32, kFloat64, kBool
+};
+constexpr int kNumDataTypes = 11;
+
+enum class ReduceOp : uint8_t { kSum = 0, kAverage, kMin, kMax, kProduct };
+constexpr int kNumReduceOps = 5;
+
+enum class OpKind : uint8_t {
+  kAllreduce = 0, kAllgather, kBroadcast, kAlltoall, kReducescatter, kBarrier, kJoin,
+  kCommSplit, kCommCreate
+};
+constexpr int kNumOpKinds = 9;
+
+constexpr int32_t kHostDevice = -1;
+
+size_t dataTypeSize(DataType t);
+const char* dataTypeName(DataType t);
+const char* reduceOpName(ReduceOp op);
+const char* opKindName(OpKind k);
+bool isFloatingPoint(DataType t);
+
+// Product of dims; false on overflow of int64 (dims are already known to be >= 0).
+bool elementCount(const std::vector<int64_t>& shape, int64_t* out);
+int64_t numElements(const std::vector<int64_t>& shape);
+// Elements of one row (dims[1:]); 1 for a 0-d or 1-d shape.
+int64_t rowElements(const std::vector<int64_t>& shape);
+std::string shapeString(const std::vector<int64_t>& shape);
+
+// A caller's tensor as the core sees it: descriptor copied at submission, data borrowed.
+struct TensorDesc {
+  void* data = nullptr;
+  DataType dtype = DataType::kFloat32;
+  std::vector<int64_t> shape;
+  int32_t device = kHostDevice;
+  void* stream = nullptr;
+
+  int64_t elements() const { return numElements(shape); }
+  size_t bytes() const { return static_cast<size_t>(elements()) * dataTypeSize(dtype); }
+};
+
+}  // namespace hcoll

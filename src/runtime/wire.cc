@@ -1,0 +1,202 @@
+#include "runtime/wire.h"
+
+#include <cstring>
+#include <string>
+#include <type_traits>
+
+namespace hcoll::runtime::wire {
+namespace {
+
+constexpr uint32_t kRequestMagic = 0x48435251;   // "HCRQ"
+constexpr uint32_t kResponseMagic = 0x48435253;  // "HCRS"
+
+class Writer {
+ public:
+  template <class T>
+  void put(T v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    size_t at = buf_.size();
+    buf_.resize(at + sizeof v);
+    std::memcpy(buf_.data() + at, &v, sizeof v);
+  }
+  void putString(const std::string& s) {
+    put<uint32_t>(static_cast<uint32_t>(s.size()));
+    buf_.insert(buf_.end(), s.begin(), s.end());
+  }
+  template <class T>
+  void putVector(const std::vector<T>& v) {
+    put<uint32_t>(static_cast<uint32_t>(v.size()));
+    for (const T& x : v) put<T>(x);
+  }
+  std::vector<uint8_t> take() { return std::move(buf_); }
+
+ private:
+  std::vector<uint8_t> buf_;
+};
+
+class Reader {
+ public:
+  Reader(const uint8_t* data, size_t size) : data_(data), size_(size) {}
+
+  template <class T>
+  bool get(T* v) {
+    if (size_ - pos_ < sizeof *v) return fail();
+    std::memcpy(v, data_ + pos_, sizeof *v);
+    pos_ += sizeof *v;
+    return true;
+  }
+  bool getString(std::string* s, uint32_t maxLength) {
+    uint32_t n;
+    if (!get(&n) || n > maxLength || size_ - pos_ < n) return fail();
+    s->assign(reinterpret_cast<const char*>(data_ + pos_), n);
+    pos_ += n;
+    return true;
+  }
+  template <class T>
+  bool getVector(std::vector<T>* v) {
+    uint32_t n;
+    if (!get(&n) || n > kMaxListLength || (size_ - pos_) / sizeof(T) < n) return fail();
+    v->resize(n);
+    for (uint32_t i = 0; i < n; ++i) get(&(*v)[i]);
+    return true;
+  }
+  // A count of items that are each at least `minItemBytes` long: bounds the allocation.
+  bool getCount(uint32_t* n, uint32_t max, size_t minItemBytes) {
+    if (!get(n) || *n > max || (size_ - pos_) / minItemBytes < *n) return fail();
+    return true;
+  }
+  bool ok() const { return ok_; }
+  bool atEnd() const { return pos_ == size_; }
+
+ private:
+  bool fail() {
+    ok_ = false;
+    return false;
+  }
+  const uint8_t* data_;
+  size_t size_;
+  size_t pos_ = 0;
+  bool ok_ = true;
+};
+
+template <class E>
+bool getEnum(Reader& r, E* e, int count) {
+  uint8_t v;
+  if (!r.get(&v) || v >= count) return false;
+  *e = static_cast<E>(v);
+  return true;
+}
+
+void putSpec(Writer& w, const OpSpec& s) {
+  w.putString(s.name);
+  w.put<uint8_t>(static_cast<uint8_t>(s.kind));
+  w.put<uint8_t>(static_cast<uint8_t>(s.op));
+  w.put<double>(s.prescale);
+  w.put<double>(s.postscale);
+  w.put<int32_t>(s.root);
+  w.put<int32_t>(s.device);
+  w.put<uint32_t>(static_cast<uint32_t>(s.members.size()));
+  for (const MemberSpec& m : s.members) {
+    w.put<uint8_t>(static_cast<uint8_t>(m.dtype));
+    w.putVector(m.shape);
+  }
+  w.putVector(s.splits);
+  w.putVector(s.ranks);
+  w.put<int32_t>(s.color);
+  w.put<int32_t>(s.key);
+}
+
+bool getSpec(Reader& r, OpSpec* s) {
+  if (!r.getString(&s->name, kMaxNameLength) || !getEnum(r, &s->kind, kNumOpKinds) ||
+      !getEnum(r, &s->op, kNumReduceOps) || !r.get(&s->prescale) || !r.get(&s->postscale) ||
+      !r.get(&s->root) || !r.get(&s->device)) {
+    return false;
+  }
+  uint32_t members;
+  if (!r.getCount(&members, kMaxMembers, 1 + sizeof(uint32_t))) return false;
+  s->members.resize(members);
+  for (MemberSpec& m : s->members) {
+    if (!getEnum(r, &m.dtype, kNumDataTypes) || !r.getVector(&m.shape)) return false;
+    if (m.shape.size() > 64) return false;
+    for (int64_t d : m.shape) {
+      if (d < 0) return false;
+    }
+  }
+  return r.getVector(&s->splits) && r.getVector(&s->ranks) && r.get(&s->color) &&
+         r.get(&s->key);
+}
+
+constexpr size_t kMinSpecBytes = 4 + 1 + 1 + 8 + 8 + 4 + 4 + 4 + 4 + 4 + 4 + 4;
+
+Status malformed(const char* what) {
+  return internalError(std::string("malformed negotiation message: ") + what);
+}
+
+}  // namespace
+
+std::vector<uint8_t> encode(const RequestList& list) {
+  Writer w;
+  w.put<uint32_t>(kRequestMagic);
+  w.put<uint32_t>(list.flags);
+  w.put<uint32_t>(static_cast<uint32_t>(list.ops.size()));
+  for (const OpSpec& s : list.ops) putSpec(w, s);
+  return w.take();
+}
+
+std::vector<uint8_t> encode(const ResponseList& list) {
+  Writer w;
+  w.put<uint32_t>(kResponseMagic);
+  w.put<uint32_t>(static_cast<uint32_t>(list.responses.size()));
+  for (const Response& resp : list.responses) {
+    w.put<int32_t>(static_cast<int32_t>(resp.error));
+    w.putString(resp.errorMessage);
+    putSpec(w, resp.spec);
+    w.putVector(resp.dim0PerRank);
+    w.putVector(resp.splitMatrix);
+    w.put<int32_t>(resp.lastJoinedRank);
+  }
+  return w.take();
+}
+
+Status decode(const uint8_t* data, size_t size, RequestList* out) {
+  Reader r(data, size);
+  uint32_t magic, n;
+  RequestList list;
+  if (!r.get(&magic) || magic != kRequestMagic) return malformed("bad request magic");
+  if (!r.get(&list.flags) || !r.getCount(&n, kMaxListLength, kMinSpecBytes)) {
+    return malformed("truncated request header");
+  }
+  list.ops.resize(n);
+  for (OpSpec& s : list.ops) {
+    if (!getSpec(r, &s)) return malformed("bad operation in request");
+  }
+  if (!r.atEnd()) return malformed("trailing bytes after request");
+  *out = std::move(list);
+  return Status::ok();
+}
+
+Status decode(const uint8_t* data, size_t size, ResponseList* out) {
+  Reader r(data, size);
+  uint32_t magic, n;
+  ResponseList list;
+  if (!r.get(&magic) || magic != kResponseMagic) return malformed("bad response magic");
+  if (!r.getCount(&n, kMaxListLength, 4 + 4 + kMinSpecBytes + 4 + 4 + 4)) {
+    return malformed("truncated response header");
+  }
+  list.responses.resize(n);
+  for (Response& resp : list.responses) {
+    int32_t code;
+    if (!r.get(&code) || code > 1 || code < -12) return malformed("bad status in response");
+    resp.error = static_cast<Code>(code);
+    if (!r.getString(&resp.errorMessage, 1u << 20) || !getSpec(r, &resp.spec) ||
+        !r.getVector(&resp.dim0PerRank) || !r.getVector(&resp.splitMatrix) ||
+        !r.get(&resp.lastJoinedRank)) {
+      return malformed("bad response entry");
+    }
+  }
+  if (!r.atEnd()) return malformed("trailing bytes after response");
+  *out = std::move(list);
+  return Status::ok();
+}
+
+}  // namespace hcoll::runtime::wire

@@ -1,0 +1,24 @@
+#pragma once
+// Byte encoding of negotiation messages. Decoding is defensive: every length is bounds-checked
+// against the remaining input and against hard limits, so a malformed message is rejected with
+// a Status and never reads out of bounds or allocates without limit.
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/message.h"
+#include "runtime/status.h"
+
+namespace hcoll::runtime::wire {
+
+constexpr uint32_t kMaxNameLength = 4096;
+constexpr uint32_t kMaxMembers = 1u << 16;
+constexpr uint32_t kMaxListLength = 1u << 20;  // ops per message, entries per vector
+
+std::vector<uint8_t> encode(const RequestList& list);
+std::vector<uint8_t> encode(const ResponseList& list);
+
+Status decode(const uint8_t* data, size_t size, RequestList* out);
+Status decode(const uint8_t* data, size_t size, ResponseList* out);
+
+}  // namespace hcoll::runtime::wire
