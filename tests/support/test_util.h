@@ -1,0 +1,64 @@
+#pragma once
+// Helpers shared by the multi-rank tests: typed host tensors, waiting, world rank and size.
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "hcoll/hcoll.h"
+
+namespace htest {
+
+hcoll_comm_t world();
+int worldRank();
+int worldSize();
+int rankOf(hcoll_comm_t comm);
+int sizeOf(hcoll_comm_t comm);
+
+// Fails the test with hcoll's message when a call does not return HCOLL_SUCCESS.
+#define HCOLL_REQUIRE_OK(expr)                                                   \
+  do {                                                                           \
+    hcoll_status_t status_ = (expr);                                             \
+    INFO(#expr << " -> " << hcoll_status_string(status_) << ": " << hcoll_last_error()); \
+    REQUIRE(status_ == HCOLL_SUCCESS);                                           \
+  } while (0)
+
+// Waits (30 s at most, so a hang fails the test) and frees the request; returns the status.
+hcoll_status_t waitAndFree(hcoll_request_t req, double timeoutSeconds = 30.0);
+
+size_t dtypeSize(hcoll_dtype_t t);
+const char* dtypeName(hcoll_dtype_t t);
+
+// float16 / bfloat16 <-> float for building inputs and checking outputs.
+uint16_t toHalf(float f);
+float fromHalf(uint16_t h);
+uint16_t toBfloat16(float f);
+float fromBfloat16(uint16_t b);
+
+// A host tensor holding its own bytes and shape. Values are set and read as double and
+// converted to the dtype (so tests use small integers that every dtype represents exactly).
+class Tensor {
+ public:
+  Tensor(hcoll_dtype_t dtype, std::vector<int64_t> shape);
+  hcoll_tensor_t desc() const;
+  int64_t elements() const;
+  void set(int64_t i, double v);
+  double get(int64_t i) const;
+  void* data() { return bytes_.data(); }
+  const std::vector<int64_t>& shape() const { return shape_; }
+  hcoll_dtype_t dtype() const { return dtype_; }
+
+ private:
+  hcoll_dtype_t dtype_;
+  std::vector<int64_t> shape_;
+  std::vector<uint8_t> bytes_;
+};
+
+// Reads element i of an output tensor returned by hcoll_request_output.
+double outputElement(const hcoll_tensor_t& t, int64_t i);
+int64_t outputElements(const hcoll_tensor_t& t);
+
+}  // namespace htest
