@@ -72,6 +72,7 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual int worldRank() const = 0;
+  virtual int worldSize() const = 0;
   // A channel over the world this backend was initialized with.
   virtual Status world(std::unique_ptr<Channel>* out) = 0;
   // A channel over a duplicate of an MPI communicator given by its Fortran handle.

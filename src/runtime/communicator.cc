@@ -5,8 +5,13 @@
 
 namespace hcoll::runtime {
 
-Communicator::Communicator(std::unique_ptr<backends::Channel> channel, const Config& config)
-    : channel_(std::move(channel)), config_(config), log_(logging::get("runtime")) {
+Communicator::Communicator(std::unique_ptr<backends::Channel> channel, const Config& config,
+                           Timeline* timeline, int timelineTrack)
+    : channel_(std::move(channel)),
+      config_(config),
+      log_(logging::get("runtime")),
+      timeline_(timeline),
+      timelineTrack_(timelineTrack) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -78,6 +83,7 @@ void Communicator::run() {
       closing = closing_;
     }
     RoundResult round;
+    const auto roundStart = std::chrono::steady_clock::now();
     Status s = negotiator.round(pending, closing, &round);
     stats_.cycles.fetch_add(1, std::memory_order_relaxed);
     if (!s.isOk()) {
@@ -87,6 +93,7 @@ void Communicator::run() {
     }
     if (round.slowPath) stats_.slowPath.fetch_add(1, std::memory_order_relaxed);
     stats_.cacheHits.fetch_add(round.fromCache, std::memory_order_relaxed);
+    if (timeline_) recordRound(roundStart, round, pending);
     executor.execute(round.responses, pending);
     productive = !round.responses.empty();
     if (round.allClosing) break;
@@ -98,6 +105,20 @@ void Communicator::run() {
     incoming_.clear();
   }
   failAll(pending, endStatus);
+}
+
+void Communicator::recordRound(std::chrono::steady_clock::time_point start,
+                               const RoundResult& round, const PendingOps& pending) {
+  const auto now = std::chrono::steady_clock::now();
+  timeline_->cycle(timelineTrack_, start, now, round.slowPath, round.responses.size());
+  for (size_t i = 0; i < round.responses.size(); ++i) {
+    const Response& r = round.responses[i];
+    if (const LocalOp* op = pending.find(r.spec.name)) {
+      std::string args = std::string(R"({"kind":")") + opKindName(r.spec.kind) +
+                         R"(","cached":)" + (i < round.fromCache ? "true" : "false") + "}";
+      timeline_->tensorSpan(timelineTrack_, r.spec.name, "NEGOTIATE", op->submittedAt, now, args);
+    }
+  }
 }
 
 void Communicator::beginClose() {

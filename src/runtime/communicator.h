@@ -18,8 +18,11 @@
 #include "runtime/local_op.h"
 #include "runtime/logging.h"
 #include "runtime/stats.h"
+#include "runtime/timeline.h"
 
 namespace hcoll::runtime {
+
+struct RoundResult;
 
 struct StatsSnapshot {
   uint64_t cycles, slowPath, cacheHits, backendCalls, fusedTensors, bytes, queueDepth;
@@ -27,7 +30,9 @@ struct StatsSnapshot {
 
 class Communicator {
  public:
-  Communicator(std::unique_ptr<backends::Channel> channel, const Config& config);
+  // `timeline` (may be null) outlives the communicator; `timelineTrack` is its track there.
+  Communicator(std::unique_ptr<backends::Channel> channel, const Config& config,
+               Timeline* timeline = nullptr, int timelineTrack = -1);
   ~Communicator();  // aborts if close() was not called
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
@@ -57,11 +62,15 @@ class Communicator {
   void run();
   void finish(std::unique_ptr<LocalOp> op, const Status& status);
   void failAll(PendingOps& pending, const Status& status);
+  void recordRound(std::chrono::steady_clock::time_point start, const RoundResult& round,
+                   const PendingOps& pending);
 
   std::unique_ptr<backends::Channel> channel_;
   const Config config_;
   std::shared_ptr<spdlog::logger> log_;
   CommStats stats_;
+  Timeline* timeline_;
+  int timelineTrack_;
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;

@@ -32,6 +32,10 @@ Status Runtime::initialize(const InitOptions& options) {
       backends::mpi::createBackend(options.worldHandle, shutdownBeforeFinalize, &rt->backend_));
   logging::configure(rt->config_.logLevel, rt->backend_->worldRank());
   fusion::FusionAllocator::instance().setThreshold(rt->config_.fusionThresholdBytes);
+  if (!rt->config_.timelinePath.empty()) {
+    HCOLL_RETURN_IF_ERROR(Timeline::open(rt->config_.timelinePath, rt->backend_->worldRank(),
+                                         rt->backend_->worldSize(), &rt->timeline_));
+  }
   std::unique_ptr<backends::Channel> channel;
   HCOLL_RETURN_IF_ERROR(rt->backend_->world(&channel));
   HCOLL_RETURN_IF_ERROR(rt->adopt(std::move(channel), &rt->world_));
@@ -57,7 +61,7 @@ Status Runtime::shutdown() {
   return Status::ok();
 }
 
-Runtime::~Runtime() { closeAll(); }
+Runtime::~Runtime() { closeAll(); }  // threads stop before the timeline closes
 
 void Runtime::closeAll() {
   std::vector<std::shared_ptr<Communicator>> live;
@@ -80,7 +84,14 @@ Status Runtime::adopt(std::unique_ptr<backends::Channel> channel,
     out->reset();
     return Status::ok();
   }
-  auto comm = std::make_shared<Communicator>(std::move(channel), config_);
+  int timelineTrack = -1;
+  if (timeline_) {
+    timelineTrack = timeline_->registerCommunicator(
+        std::string(world_ ? "communicator" : "world") + " (" + std::to_string(channel->size()) +
+        " ranks)");
+  }
+  auto comm = std::make_shared<Communicator>(std::move(channel), config_, timeline_.get(),
+                                             timelineTrack);
   {
     std::lock_guard<std::mutex> lock(commsMutex_);
     comms_.erase(std::remove_if(comms_.begin(), comms_.end(),

@@ -11,6 +11,7 @@
 #include "runtime/communicator.h"
 #include "runtime/config.h"
 #include "runtime/request.h"
+#include "runtime/timeline.h"
 
 namespace hcoll::runtime {
 
@@ -50,6 +51,7 @@ class Runtime {
 
   Config config_;
   std::unique_ptr<backends::Backend> backend_;
+  std::unique_ptr<Timeline> timeline_;  // null unless HCOLL_TIMELINE is set
   std::shared_ptr<const OutputAllocator> outputs_;
   std::shared_ptr<Communicator> world_;
   std::mutex commsMutex_;

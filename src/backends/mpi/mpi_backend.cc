@@ -65,10 +65,12 @@ Status duplicate(MPI_Comm comm, std::unique_ptr<Channel>* out) {
 
 class MpiBackend final : public Backend {
  public:
-  MpiBackend(MPI_Comm world, int worldRank) : world_(world), worldRank_(worldRank) {}
+  MpiBackend(MPI_Comm world, int worldRank, int worldSize)
+      : world_(world), worldRank_(worldRank), worldSize_(worldSize) {}
   ~MpiBackend() override { freeCustomTypes(); }
 
   int worldRank() const override { return worldRank_; }
+  int worldSize() const override { return worldSize_; }
   Status world(std::unique_ptr<Channel>* out) override { return duplicate(world_, out); }
   Status fromFortranHandle(int handle, std::unique_ptr<Channel>* out) override {
     return duplicate(MPI_Comm_f2c(handle), out);
@@ -77,6 +79,7 @@ class MpiBackend final : public Backend {
  private:
   MPI_Comm world_;
   int worldRank_;
+  int worldSize_;
 };
 
 }  // namespace
@@ -106,15 +109,16 @@ Status createBackend(std::optional<int> worldHandle, void (*beforeFinalize)(),
                       "); hcoll drives MPI from one thread per communicator");
   }
   MPI_Comm world = worldHandle ? MPI_Comm_f2c(*worldHandle) : MPI_COMM_WORLD;
-  int rank = 0;
+  int rank = 0, size = 1;
   {
     ErrorsReturnScope scope;
-    if (world == MPI_COMM_NULL || MPI_Comm_rank(world, &rank) != MPI_SUCCESS) {
+    if (world == MPI_COMM_NULL || MPI_Comm_rank(world, &rank) != MPI_SUCCESS ||
+        MPI_Comm_size(world, &size) != MPI_SUCCESS) {
       return invalidArgument("init params: mpi_comm is not a valid MPI communicator");
     }
   }
   HCOLL_RETURN_IF_ERROR(createCustomTypes());
-  *out = std::make_unique<MpiBackend>(world, rank);
+  *out = std::make_unique<MpiBackend>(world, rank, size);
   return Status::ok();
 }
 

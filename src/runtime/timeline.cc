@@ -1,0 +1,101 @@
+#include "runtime/timeline.h"
+
+namespace hcoll::runtime {
+
+std::string jsonEscape(const std::string& s) {
+  std::string out;
+  out.reserve(s.size() + 2);
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out;
+}
+
+Status Timeline::open(const std::string& path, int worldRank, int worldSize,
+                      std::unique_ptr<Timeline>* out) {
+  std::string file = path;
+  if (auto at = file.find("%r"); at != std::string::npos) {
+    file.replace(at, 2, std::to_string(worldRank));
+  } else if (worldSize > 1) {
+    file += "." + std::to_string(worldRank);
+  }
+  std::FILE* f = std::fopen(file.c_str(), "w");
+  if (f == nullptr) return invalidArgument("HCOLL_TIMELINE: cannot open '" + file + "' for writing");
+  std::fputs("[\n", f);
+  out->reset(new Timeline(f, Clock::now()));
+  return Status::ok();
+}
+
+Timeline::~Timeline() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::fputs("\n]\n", file_);
+  std::fclose(file_);
+}
+
+int64_t Timeline::micros(Clock::time_point t) const {
+  return std::chrono::duration_cast<std::chrono::microseconds>(t - origin_).count();
+}
+
+void Timeline::writeEvent(const std::string& json) {
+  if (!first_) std::fputs(",\n", file_);
+  first_ = false;
+  std::fputs(json.c_str(), file_);
+}
+
+int Timeline::registerCommunicator(const std::string& label) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  int id = nextComm_++;
+  nextRow_[id] = 1;
+  std::string pid = std::to_string(id);
+  writeEvent(R"({"name":"process_name","ph":"M","pid":)" + pid + R"(,"args":{"name":")" +
+             std::to_string(id) + ": " + jsonEscape(label) + R"("}})");
+  writeEvent(R"({"name":"thread_name","ph":"M","pid":)" + pid +
+             R"(,"tid":0,"args":{"name":"negotiation cycles"}})");
+  return id;
+}
+
+int Timeline::rowOf(int comm, const std::string& name) {
+  std::string key = std::to_string(comm) + "/" + name;
+  auto it = rows_.find(key);
+  if (it != rows_.end()) return it->second;
+  int tid = nextRow_[comm]++;
+  rows_.emplace(std::move(key), tid);
+  writeEvent(R"({"name":"thread_name","ph":"M","pid":)" + std::to_string(comm) + R"(,"tid":)" +
+             std::to_string(tid) + R"(,"args":{"name":")" + jsonEscape(name) + R"("}})");
+  return tid;
+}
+
+void Timeline::cycle(int comm, Clock::time_point start, Clock::time_point end, bool slowPath,
+                     size_t responses) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  writeEvent(R"({"name":"CYCLE","ph":"X","pid":)" + std::to_string(comm) + R"(,"tid":0,"ts":)" +
+             std::to_string(micros(start)) + R"(,"dur":)" + std::to_string(micros(end) - micros(start)) +
+             R"(,"args":{"slow_path":)" + (slowPath ? "true" : "false") + R"(,"responses":)" +
+             std::to_string(responses) + "}}");
+}
+
+void Timeline::tensorSpan(int comm, const std::string& name, const char* phase,
+                          Clock::time_point start, Clock::time_point end,
+                          const std::string& argsJson) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  int tid = rowOf(comm, name);
+  writeEvent(R"({"name":")" + std::string(phase) + R"(","ph":"X","pid":)" + std::to_string(comm) +
+             R"(,"tid":)" + std::to_string(tid) + R"(,"ts":)" + std::to_string(micros(start)) +
+             R"(,"dur":)" + std::to_string(micros(end) - micros(start)) + R"(,"args":)" +
+             (argsJson.empty() ? "{}" : argsJson) + "}");
+}
+
+}  // namespace hcoll::runtime
