@@ -4,6 +4,7 @@
 #include <numeric>
 #include <string>
 
+#include "backends/device.h"
 #include "bindings/c/errors.h"
 #include "bindings/c/state.h"
 #include "bindings/c/tensor_checks.h"
@@ -42,6 +43,12 @@ class Submission {
     if (!op_->inputs.empty() && (op_->inputs[0].device == kHostDevice) != (input.device == kHostDevice)) {
       return fail(HCOLL_ERR_INVALID_ARGUMENT,
                   std::string(function_) + ": " + ctx.where + ": a group mixes host and CUDA tensors");
+    }
+    if (!op_->inputs.empty() && op_->inputs[0].device != input.device) {
+      return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(function_) + ": " + ctx.where +
+                                                  ": a group spans CUDA devices " +
+                                                  std::to_string(op_->inputs[0].device) + " and " +
+                                                  std::to_string(input.device));
     }
     if (out != nullptr) {
       CheckContext octx{function_, grouped ? "outs[" + std::to_string(i) + "]" : "out"};
@@ -128,6 +135,17 @@ class Submission {
   }
 
   hcoll_status_t submit() {
+    if (op_->spec.device != kHostDevice) {
+      // Capture each caller stream now: the collective must see what was enqueued by now.
+      backends::DeviceBackend* backend = backends::deviceBackend();
+      for (size_t i = 0; i < op_->inputs.size(); ++i) {
+        backends::StreamMarkerPtr marker;
+        Status s = backend ? backend->mark(op_->inputs[i].device, op_->inputs[i].stream, &marker)
+                           : Status(Code::kUnsupported, "no device backend");
+        if (!s.isOk()) return toC(Status(s.code(), std::string(function_) + ": " + memberName(i) + ": " + s.message()));
+        op_->markers.push_back(std::move(marker));
+      }
+    }
     auto request = rt_->newRequest();
     op_->request = request;
     Status s = comm_->submit(std::move(op_));

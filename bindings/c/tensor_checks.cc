@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "backends/device.h"
 #include "bindings/c/errors.h"
 #include "runtime/wire.h"
 
@@ -43,11 +44,14 @@ hcoll_status_t checkTensor(const CheckContext& ctx, const hcoll_tensor_t* t, Ten
     return invalid(ctx, "device " + std::to_string(t->device) + " is neither HCOLL_DEVICE_HOST nor a CUDA ordinal");
   }
   if (t->device != HCOLL_DEVICE_HOST) {
-    return fail(HCOLL_ERR_UNSUPPORTED,
-                std::string(ctx.function) + ": " + ctx.where + ": CUDA tensors (device " +
-                    std::to_string(t->device) + ") need the NCCL backend" +
-                    (HCOLL_WITH_NCCL ? ", which does not drive CUDA tensors in this build yet"
-                                     : ", which this build does not have"));
+    backends::DeviceBackend* backend = backends::deviceBackend();
+    if (backend == nullptr || !backend->available()) {
+      return fail(HCOLL_ERR_UNSUPPORTED,
+                  std::string(ctx.function) + ": " + ctx.where + ": CUDA tensors (device " +
+                      std::to_string(t->device) + ") need the NCCL backend" +
+                      (backend ? ", which found no usable CUDA device in this process"
+                               : ", which this build does not have"));
+    }
   }
   out->data = t->data;
   out->dtype = static_cast<DataType>(dtype);

@@ -25,6 +25,13 @@ struct Executor::Item {
   const TensorDesc& input() const { return op->inputs[member]; }
 };
 
+struct Executor::Plane {
+  backends::Collectives* collectives = nullptr;
+  backends::MemoryOps* memory = nullptr;
+  backends::DeviceCollectives* device = nullptr;  // null on the host
+  fusion::BufferKey key;                          // of its fusion buffers
+};
+
 namespace {
 
 bool reduces(OpKind k) { return k == OpKind::kAllreduce || k == OpKind::kReducescatter; }
@@ -36,7 +43,8 @@ bool isFusibleKind(OpKind k) {
 
 // Whether two ready operations may share backend calls.
 bool sameFusionKey(const OpSpec& a, const OpSpec& b) {
-  if (a.kind != b.kind || (a.device == kHostDevice) != (b.device == kHostDevice)) return false;
+  // Responses carry rank 0's spec, so comparing devices gives the same runs on every rank.
+  if (a.kind != b.kind || a.device != b.device) return false;
   if (reduces(a.kind)) {
     return a.op == b.op && a.prescale == b.prescale && a.postscale == b.postscale;
   }
@@ -51,10 +59,13 @@ int64_t scatterOffset(int64_t d0, int size, int r) {
 }
 
 // A temporary buffer: a pooled fusion buffer when it fits the threshold, else plain memory.
+// Device memory always comes from the allocator (it does not pool buffers above the threshold).
 class Scratch {
  public:
-  Status allocate(size_t bytes, size_t threshold) {
-    if (bytes <= threshold) return fusion::FusionAllocator::instance().acquire({}, bytes, &lease_);
+  Status allocate(const fusion::BufferKey& key, size_t bytes, size_t threshold) {
+    if (bytes <= threshold || key.device != kHostDevice) {
+      return fusion::FusionAllocator::instance().acquire(key, bytes, &lease_);
+    }
     plain_.reset(new (std::nothrow) uint8_t[bytes == 0 ? 1 : bytes]);
     if (!plain_) return Status(Code::kNoMemory, "could not allocate " + std::to_string(bytes) + " bytes");
     return Status::ok();
@@ -67,6 +78,20 @@ class Scratch {
   fusion::Lease lease_;
   std::unique_ptr<uint8_t[]> plain_;
 };
+
+// Memory for an output that could not be allocated, on the output's device (null on failure).
+std::shared_ptr<void> fallbackMemory(int32_t device, size_t bytes) {
+  if (bytes == 0) bytes = 1;
+  if (device == kHostDevice) {
+    return std::shared_ptr<void>(new (std::nothrow) uint8_t[bytes],
+                                 [](void* p) { delete[] static_cast<uint8_t*>(p); });
+  }
+  backends::DeviceBackend* backend = backends::deviceBackend();
+  void* p = backend ? backend->allocate(device, bytes) : nullptr;
+  return std::shared_ptr<void>(p, [backend, device](void* q) {
+    if (q) backend->release(device, q);
+  });
+}
 
 }  // namespace
 
@@ -85,6 +110,63 @@ Status Executor::submitAndWait(backends::PendingPtr pending, size_t bytes, size_
   stats_.bytes.fetch_add(bytes, std::memory_order_relaxed);
   if (tensors > 1) stats_.fusedTensors.fetch_add(tensors, std::memory_order_relaxed);
   return waitFor(*pending, dataPlanePolicy(), abort_);
+}
+
+Status Executor::planeFor(const std::vector<Item>& items, Plane* out) {
+  for (const Item& it : items) {
+    if (it.op) return planeFor(it.op->inputs[it.member].device, it.op, out);
+  }
+  // A joined rank has no tensor: it contributes on a device plane it already has, else on the
+  // ordinal rank 0 announced.
+  const int32_t announced = items[0].response->spec.device;
+  if (announced == kHostDevice || devices_.empty()) return planeFor(announced, nullptr, out);
+  return planeFor(devices_.begin()->first, nullptr, out);
+}
+
+Status Executor::planeFor(int32_t device, const LocalOp* /*op*/, Plane* out) {
+  if (device == kHostDevice) {
+    *out = Plane{&channel_, &backends::hostMemoryOps(), nullptr, fusion::BufferKey{}};
+    return Status::ok();
+  }
+  auto it = devices_.find(device);
+  if (it == devices_.end()) {
+    backends::DeviceBackend* backend = backends::deviceBackend();
+    if (backend == nullptr) {
+      return Status(Code::kUnsupported, "CUDA tensors need the NCCL backend, which this build lacks");
+    }
+    std::unique_ptr<backends::DeviceCollectives> created;
+    HCOLL_RETURN_IF_ERROR(backend->create(channel_, device, &created));
+    it = devices_.emplace(device, std::move(created)).first;
+  }
+  backends::DeviceCollectives* d = it->second.get();
+  *out = Plane{d, &d->memory(), d, fusion::BufferKey{device, d->stream()}};
+  return Status::ok();
+}
+
+Status Executor::beginPlane(const Plane& plane, const std::vector<Item>& items) {
+  if (plane.device == nullptr) return Status::ok();
+  for (const Item& it : items) {
+    if (it.op && it.member < it.op->markers.size()) {
+      HCOLL_RETURN_IF_ERROR(plane.device->waitFor(it.op->markers[it.member].get()));
+    }
+  }
+  return Status::ok();
+}
+
+Status Executor::endPlane(const Plane& plane, const std::vector<Item>& items) {
+  if (plane.device == nullptr) return Status::ok();
+  void* last = nullptr;
+  bool any = false;
+  for (const Item& it : items) {
+    if (!it.op) continue;
+    void* stream = it.op->inputs[it.member].stream;
+    if (any && stream == last) continue;
+    HCOLL_RETURN_IF_ERROR(plane.device->signal(stream));
+    last = stream;
+    any = true;
+  }
+  // The request completes when the device finished: hcoll_test/wait report device completion.
+  return waitFor(*plane.device->fence(), dataPlanePolicy(), abort_);
 }
 
 void Executor::execute(const std::vector<Response>& responses, PendingOps& pending) {
@@ -134,7 +216,7 @@ void Executor::runFusible(const std::vector<const Response*>& run, PendingOps& p
   const OpKind kind = run[0]->spec.kind;
   std::vector<LocalOp*> ops;
   std::vector<Item> items;
-  std::vector<std::unique_ptr<uint8_t[]>> fallbackOutputs;
+  std::vector<std::shared_ptr<void>> fallbackOutputs;
   std::vector<Status> statuses(run.size());
   for (size_t k = 0; k < run.size(); ++k) {
     LocalOp* op = pending.find(run[k]->spec.name);
@@ -157,7 +239,7 @@ void Executor::runFusible(const std::vector<const Response*>& run, PendingOps& p
         if (!s.isOk()) {
           if (statuses[k].isOk()) statuses[k] = s;
           size_t bytes = static_cast<size_t>(numElements(shape)) * dataTypeSize(item.dtype());
-          fallbackOutputs.emplace_back(new (std::nothrow) uint8_t[bytes == 0 ? 1 : bytes]);
+          fallbackOutputs.push_back(fallbackMemory(op->inputs[m].device, bytes));
           item.output = fallbackOutputs.back().get();
         }
       }
@@ -208,16 +290,23 @@ void Executor::runFusible(const std::vector<const Response*>& run, PendingOps& p
 }
 
 Status Executor::runBatch(OpKind kind, const std::vector<Item>& items) {
+  Plane plane;
+  HCOLL_RETURN_IF_ERROR(planeFor(items, &plane));
+  HCOLL_RETURN_IF_ERROR(beginPlane(plane, items));
+  Status s;
   switch (kind) {
-    case OpKind::kAllreduce: return allreduceBatch(items);
-    case OpKind::kAllgather: return allgatherBatch(items);
-    case OpKind::kBroadcast: return broadcastBatch(items);
-    case OpKind::kReducescatter: return reducescatterBatch(items);
+    case OpKind::kAllreduce: s = allreduceBatch(plane, items); break;
+    case OpKind::kAllgather: s = allgatherBatch(plane, items); break;
+    case OpKind::kBroadcast: s = broadcastBatch(plane, items); break;
+    case OpKind::kReducescatter: s = reducescatterBatch(plane, items); break;
     default: return internalError("not a fusible operation");
   }
+  // Device work may still read scratch buffers of the batch: always wait for it to finish.
+  Status ended = endPlane(plane, items);
+  return s.isOk() ? ended : s;
 }
 
-Status Executor::allreduceBatch(const std::vector<Item>& items) {
+Status Executor::allreduceBatch(const Plane& plane, const std::vector<Item>& items) {
   const OpSpec& spec = items[0].response->spec;
   const DataType dtype = items[0].dtype();
   const size_t elementSize = dataTypeSize(dtype);
@@ -232,36 +321,40 @@ Status Executor::allreduceBatch(const std::vector<Item>& items) {
   if (direct) {  // reduce in the caller's output: no fusion copy
     const Item& it = items[0];
     buffer = static_cast<uint8_t*>(it.op->outputs[it.member].data);
-    fusion::scaleCopy(buffer, it.input().data, total, dtype, spec.prescale);
+    HCOLL_RETURN_IF_ERROR(plane.memory->scaleCopy(buffer, it.input().data, total, dtype, spec.prescale));
   } else {
-    HCOLL_RETURN_IF_ERROR(scratch.allocate(total * elementSize, config_.fusionThresholdBytes));
+    HCOLL_RETURN_IF_ERROR(scratch.allocate(plane.key, total * elementSize, config_.fusionThresholdBytes));
     buffer = scratch.data();
     size_t offset = 0;
     for (const Item& it : items) {
       uint8_t* at = buffer + offset * elementSize;
       if (it.op) {
-        fusion::scaleCopy(at, it.input().data, it.elements(), dtype, spec.prescale);
-      } else {
-        std::memset(at, 0, it.elements() * elementSize);  // a joined rank contributes zeros
+        HCOLL_RETURN_IF_ERROR(
+            plane.memory->scaleCopy(at, it.input().data, it.elements(), dtype, spec.prescale));
+      } else {  // a joined rank contributes zeros
+        HCOLL_RETURN_IF_ERROR(plane.memory->zero(at, it.elements() * elementSize));
       }
       offset += it.elements();
     }
   }
-  HCOLL_RETURN_IF_ERROR(submitAndWait(channel_.allreduce(buffer, total, dtype, spec.op),
+  HCOLL_RETURN_IF_ERROR(submitAndWait(plane.collectives->allreduce(buffer, total, dtype, spec.op),
                                       total * elementSize, items.size()));
   size_t offset = 0;
   for (const Item& it : items) {
     if (it.op) {
       void* out = it.op->outputs[it.member].data;
-      fusion::scaleCopy(out, buffer + offset * elementSize, it.elements(), dtype, postscale);
-      if (dtype == DataType::kBool) fusion::normalizeBool(out, it.elements());
+      HCOLL_RETURN_IF_ERROR(plane.memory->scaleCopy(out, buffer + offset * elementSize,
+                                                    it.elements(), dtype, postscale));
+      if (dtype == DataType::kBool) {
+        HCOLL_RETURN_IF_ERROR(plane.memory->normalizeBool(out, it.elements()));
+      }
     }
     offset += it.elements();
   }
   return Status::ok();
 }
 
-Status Executor::allgatherBatch(const std::vector<Item>& items) {
+Status Executor::allgatherBatch(const Plane& plane, const std::vector<Item>& items) {
   const size_t n = static_cast<size_t>(size_);
   auto rowsOf = [&](const Item& it, size_t r) {
     return static_cast<size_t>(it.response->dim0PerRank[it.member * n + r]);
@@ -277,27 +370,29 @@ Status Executor::allgatherBatch(const std::vector<Item>& items) {
 
   if (items.size() == 1) {  // straight from the input into the output
     const Item& it = items[0];
-    return submitAndWait(channel_.allgatherv(it.input().data, perRank[me], it.output, perRank),
-                         total, 1);
+    return submitAndWait(
+        plane.collectives->allgatherv(it.input().data, perRank[me], it.output, perRank), total, 1);
   }
   Scratch scratch;
-  HCOLL_RETURN_IF_ERROR(scratch.allocate(total, config_.fusionThresholdBytes));
+  HCOLL_RETURN_IF_ERROR(scratch.allocate(plane.key, total, config_.fusionThresholdBytes));
   uint8_t* buffer = scratch.data();
   size_t myOffset = 0;
   for (size_t r = 0; r < me; ++r) myOffset += perRank[r];
   for (const Item& it : items) {
     size_t bytes = rowsOf(it, me) * it.rowBytes();
-    if (bytes) std::memcpy(buffer + myOffset, it.input().data, bytes);
+    HCOLL_RETURN_IF_ERROR(plane.memory->copy(buffer + myOffset, it.input().data, bytes));
     myOffset += bytes;
   }
   HCOLL_RETURN_IF_ERROR(
-      submitAndWait(channel_.allgatherv(nullptr, perRank[me], buffer, perRank), total, items.size()));
+      submitAndWait(plane.collectives->allgatherv(nullptr, perRank[me], buffer, perRank), total,
+                    items.size()));
   size_t offset = 0;
   std::vector<size_t> written(items.size(), 0);
   for (size_t r = 0; r < n; ++r) {
     for (size_t k = 0; k < items.size(); ++k) {
       size_t bytes = rowsOf(items[k], r) * items[k].rowBytes();
-      if (bytes) std::memcpy(static_cast<uint8_t*>(items[k].output) + written[k], buffer + offset, bytes);
+      HCOLL_RETURN_IF_ERROR(plane.memory->copy(static_cast<uint8_t*>(items[k].output) + written[k],
+                                               buffer + offset, bytes));
       written[k] += bytes;
       offset += bytes;
     }
@@ -305,37 +400,38 @@ Status Executor::allgatherBatch(const std::vector<Item>& items) {
   return Status::ok();
 }
 
-Status Executor::broadcastBatch(const std::vector<Item>& items) {
+Status Executor::broadcastBatch(const Plane& plane, const std::vector<Item>& items) {
   const int root = items[0].response->spec.root;
   size_t total = 0;
   for (const Item& it : items) total += it.elements() * dataTypeSize(it.dtype());
   if (total == 0) return Status::ok();
   if (items.size() == 1) {
-    return submitAndWait(channel_.broadcast(items[0].input().data, total, root), total, 1);
+    return submitAndWait(plane.collectives->broadcast(items[0].input().data, total, root), total, 1);
   }
   Scratch scratch;
-  HCOLL_RETURN_IF_ERROR(scratch.allocate(total, config_.fusionThresholdBytes));
+  HCOLL_RETURN_IF_ERROR(scratch.allocate(plane.key, total, config_.fusionThresholdBytes));
   uint8_t* buffer = scratch.data();
   size_t offset = 0;
   if (rank_ == root) {
     for (const Item& it : items) {
       size_t bytes = it.elements() * dataTypeSize(it.dtype());
-      if (bytes) std::memcpy(buffer + offset, it.input().data, bytes);
+      HCOLL_RETURN_IF_ERROR(plane.memory->copy(buffer + offset, it.input().data, bytes));
       offset += bytes;
     }
   }
-  HCOLL_RETURN_IF_ERROR(submitAndWait(channel_.broadcast(buffer, total, root), total, items.size()));
+  HCOLL_RETURN_IF_ERROR(
+      submitAndWait(plane.collectives->broadcast(buffer, total, root), total, items.size()));
   if (rank_ != root) {
     for (const Item& it : items) {
       size_t bytes = it.elements() * dataTypeSize(it.dtype());
-      if (bytes) std::memcpy(it.input().data, buffer + offset, bytes);
+      HCOLL_RETURN_IF_ERROR(plane.memory->copy(it.input().data, buffer + offset, bytes));
       offset += bytes;
     }
   }
   return Status::ok();
 }
 
-Status Executor::reducescatterBatch(const std::vector<Item>& items) {
+Status Executor::reducescatterBatch(const Plane& plane, const std::vector<Item>& items) {
   const OpSpec& spec = items[0].response->spec;
   const DataType dtype = items[0].dtype();
   const size_t elementSize = dataTypeSize(dtype);
@@ -361,7 +457,8 @@ Status Executor::reducescatterBatch(const std::vector<Item>& items) {
     send = items[0].input().data;
     recv = static_cast<uint8_t*>(items[0].output);
   } else {
-    HCOLL_RETURN_IF_ERROR(scratch.allocate((total + mine) * elementSize, config_.fusionThresholdBytes));
+    HCOLL_RETURN_IF_ERROR(
+        scratch.allocate(plane.key, (total + mine) * elementSize, config_.fusionThresholdBytes));
     uint8_t* buffer = scratch.data();
     size_t offset = 0;
     for (int r = 0; r < size_; ++r) {
@@ -371,21 +468,23 @@ Status Executor::reducescatterBatch(const std::vector<Item>& items) {
         const size_t count = static_cast<size_t>(scatterRows(d0, size_, r)) * row;
         const auto* src = static_cast<const uint8_t*>(it.input().data) +
                           static_cast<size_t>(scatterOffset(d0, size_, r)) * row * elementSize;
-        fusion::scaleCopy(buffer + offset * elementSize, src, count, dtype, spec.prescale);
+        HCOLL_RETURN_IF_ERROR(
+            plane.memory->scaleCopy(buffer + offset * elementSize, src, count, dtype, spec.prescale));
         offset += count;
       }
     }
     send = buffer;
     recv = buffer + total * elementSize;
   }
-  HCOLL_RETURN_IF_ERROR(submitAndWait(channel_.reduceScatter(send, recv, counts, dtype, spec.op),
+  HCOLL_RETURN_IF_ERROR(submitAndWait(plane.collectives->reduceScatter(send, recv, counts, dtype, spec.op),
                                       total * elementSize, items.size()));
   size_t offset = 0;
   for (const Item& it : items) {
     const size_t count =
         static_cast<size_t>(scatterRows(it.spec().shape[0], size_, rank_) * rowElements(it.spec().shape));
-    fusion::scaleCopy(it.output, recv + offset * elementSize, count, dtype, postscale);
-    if (dtype == DataType::kBool) fusion::normalizeBool(it.output, count);
+    HCOLL_RETURN_IF_ERROR(
+        plane.memory->scaleCopy(it.output, recv + offset * elementSize, count, dtype, postscale));
+    if (dtype == DataType::kBool) HCOLL_RETURN_IF_ERROR(plane.memory->normalizeBool(it.output, count));
     offset += count;
   }
   return Status::ok();
@@ -407,17 +506,30 @@ Status Executor::alltoall(const Response& r, LocalOp& op) {
   }
   std::vector<int64_t> shape = local.shape;
   shape[0] = rows;
+  Plane plane;
+  HCOLL_RETURN_IF_ERROR(planeFor(op.inputs[0].device, &op, &plane));
+  const std::vector<Item> items{Item{&r, 0, &op, nullptr}};
+  HCOLL_RETURN_IF_ERROR(beginPlane(plane, items));
   void* out = nullptr;
   Status allocated = op.request->addOutput(local.dtype, shape, op.spec.device, op.inputs[0].stream, &out);
   std::unique_ptr<uint8_t[]> fallback;
+  Scratch deviceFallback;
   if (!allocated.isOk()) {  // still take part: the other ranks are committed to the exchange
-    fallback.reset(new (std::nothrow) uint8_t[rows * rowBytes + 1]);
-    out = fallback.get();
+    if (plane.device) {
+      HCOLL_RETURN_IF_ERROR(deviceFallback.allocate(plane.key, rows * rowBytes + 1, 0));
+      out = deviceFallback.data();
+    } else {
+      fallback.reset(new (std::nothrow) uint8_t[rows * rowBytes + 1]);
+      out = fallback.get();
+    }
   }
   size_t total = 0;
   for (size_t b : sendBytes) total += b;
-  HCOLL_RETURN_IF_ERROR(
-      submitAndWait(channel_.alltoallv(op.inputs[0].data, sendBytes, out, recvBytes), total, 1));
+  Status s = submitAndWait(plane.collectives->alltoallv(op.inputs[0].data, sendBytes, out, recvBytes),
+                           total, 1);
+  Status ended = endPlane(plane, items);
+  HCOLL_RETURN_IF_ERROR(s);
+  HCOLL_RETURN_IF_ERROR(ended);
   op.request->setReceivedSplits({std::move(received)});
   return allocated;
 }

@@ -5,10 +5,12 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/device.h"
 #include "runtime/config.h"
 #include "runtime/local_op.h"
 #include "runtime/logging.h"
@@ -29,16 +31,23 @@ class Executor {
   void execute(const std::vector<Response>& responses, PendingOps& pending);
 
  private:
-  struct Item;  // one member tensor of one response
+  struct Item;   // one member tensor of one response
+  struct Plane;  // where a batch runs: host (the channel) or a device backend
   void runFusible(const std::vector<const Response*>& run, PendingOps& pending);
   Status runBatch(OpKind kind, const std::vector<Item>& items);
-  Status allreduceBatch(const std::vector<Item>& items);
-  Status allgatherBatch(const std::vector<Item>& items);
-  Status broadcastBatch(const std::vector<Item>& items);
-  Status reducescatterBatch(const std::vector<Item>& items);
+  Status allreduceBatch(const Plane& plane, const std::vector<Item>& items);
+  Status allgatherBatch(const Plane& plane, const std::vector<Item>& items);
+  Status broadcastBatch(const Plane& plane, const std::vector<Item>& items);
+  Status reducescatterBatch(const Plane& plane, const std::vector<Item>& items);
   Status alltoall(const Response& r, LocalOp& op);
   Status commOp(const Response& r, LocalOp* op);
   Status submitAndWait(backends::PendingPtr pending, size_t bytes, size_t tensors);
+  // The plane of a batch: host memory, or the (lazily created) device plane of its device.
+  Status planeFor(const std::vector<Item>& items, Plane* out);
+  Status planeFor(int32_t device, const LocalOp* op, Plane* out);
+  // Device planes: orders the batch after its callers' streams at submission / completes it.
+  Status beginPlane(const Plane& plane, const std::vector<Item>& items);
+  Status endPlane(const Plane& plane, const std::vector<Item>& items);
 
   backends::Channel& channel_;
   const Config& config_;
@@ -47,6 +56,9 @@ class Executor {
   Finish finish_;
   int rank_;
   int size_;
+  // Device planes of this communicator by device ordinal, created at their first use and
+  // destroyed with the executor (when the communicator's thread ends).
+  std::map<int32_t, std::unique_ptr<backends::DeviceCollectives>> devices_;
 };
 
 }  // namespace hcoll::runtime

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backends/device.h"
 #include "runtime/message.h"
 #include "runtime/request.h"
 #include "runtime/types.h"
@@ -19,6 +20,8 @@ struct LocalOp {
   OpSpec spec;
   std::vector<TensorDesc> inputs;   // one per member (broadcast: the buffer)
   std::vector<TensorDesc> outputs;  // allreduce: one per member; empty otherwise
+  // CUDA tensors: per member, the caller's stream as it was at submission.
+  std::vector<backends::StreamMarkerPtr> markers;
   std::shared_ptr<Request> request;
   std::chrono::steady_clock::time_point submittedAt;
   bool announced = false;  // sent to the coordinator in full

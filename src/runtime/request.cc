@@ -4,8 +4,24 @@
 #include <cstdlib>
 
 #include "backends/backend.h"
+#include "backends/device.h"
 
 namespace hcoll::runtime {
+namespace {
+
+// Runtime-owned outputs: malloc on the host, the device backend's memory on a device.
+void* allocateOutput(int32_t device, size_t bytes) {
+  if (device == kHostDevice) return std::malloc(bytes);
+  backends::DeviceBackend* backend = backends::deviceBackend();
+  return backend ? backend->allocate(device, bytes) : nullptr;
+}
+
+void releaseOutput(int32_t device, void* data) {
+  if (device == kHostDevice) return std::free(data);
+  if (backends::DeviceBackend* backend = backends::deviceBackend()) backend->release(device, data);
+}
+
+}  // namespace
 
 Request::~Request() {
   bool userOwned = allocator_ && allocator_->userOwned();
@@ -13,7 +29,7 @@ Request::~Request() {
   for (OutputTensor& t : outputs_) {
     if (t.data == nullptr) continue;
     if (!userOwned) {
-      std::free(t.data);
+      releaseOutput(t.device, t.data);
     } else if (!handedOut && allocator_->free) {
       allocator_->free(t.device, t.data);  // never given to the user: give it back
     }
@@ -54,7 +70,7 @@ Status Request::addOutput(DataType dtype, std::vector<int64_t> shape, int32_t de
   // Always hand out a real pointer, even for empty outputs, so callers can tell "no output".
   size_t allocBytes = bytes == 0 ? 1 : bytes;
   t.data = allocator_ && allocator_->userOwned() ? allocator_->alloc(device, stream, allocBytes)
-                                                 : std::malloc(allocBytes);
+                                                 : allocateOutput(device, allocBytes);
   if (t.data == nullptr) {
     return Status(Code::kNoMemory, "could not allocate an output of " + std::to_string(bytes) +
                                        " bytes");
