@@ -1,0 +1,50 @@
+"""hcoll: a thin ctypes binding of libhcoll.so.0 for numpy arrays and torch CPU tensors.
+
+    import numpy as np, hcoll
+    hcoll.initialize()
+    x = np.ones(4, np.float32)
+    hcoll.world().allreduce(x, op=hcoll.AVERAGE, name="x").wait()   # in place
+    hcoll.shutdown()
+
+The library is found through $HCOLL_LIBRARY, next to this package, or in the source tree's
+build*/ directories (see _lib.candidate_paths). See docs/python.md.
+"""
+
+from ._lib import (AVERAGE, BFLOAT16, BOOL, FLOAT16, FLOAT32, FLOAT64, INT8, INT16, INT32, INT64,
+                   MAX, MIN, PRODUCT, SUM, UINT8, UINT16, UNDEFINED)
+from ._lib import (ERR_BACKEND, ERR_DUPLICATE_NAME, ERR_INTERNAL, ERR_INVALID_ARGUMENT,
+                   ERR_INVALID_HANDLE, ERR_MISMATCH, ERR_NO_MEMORY, ERR_NOT_INITIALIZED,
+                   ERR_NOT_MEMBER, ERR_SHUT_DOWN, ERR_TIMEOUT, ERR_UNSUPPORTED, IN_PROGRESS,
+                   SUCCESS)
+from ._api import (Comm, HcollError, Request, initialize, is_initialized, last_error, nccl_built,
+                   shutdown, status_string, version, world)
+
+library_path = _lib.lib.hcoll_path
+
+__all__ = [
+    "Comm", "HcollError", "Request", "initialize", "is_initialized", "last_error", "nccl_built",
+    "shutdown", "status_string", "version", "world", "library_path",
+    "allreduce", "grouped_allreduce", "allgather", "grouped_allgather", "broadcast",
+    "grouped_broadcast", "alltoall", "reducescatter", "grouped_reducescatter", "barrier", "join",
+]
+
+
+def _on_world(method):
+    def call(*args, comm=None, **kwargs):
+        return getattr(comm or world(), method)(*args, **kwargs)
+    call.__name__ = method
+    call.__doc__ = f"Comm.{method} on `comm` (default: the world communicator)."
+    return call
+
+
+allreduce = _on_world("allreduce")
+grouped_allreduce = _on_world("grouped_allreduce")
+allgather = _on_world("allgather")
+grouped_allgather = _on_world("grouped_allgather")
+broadcast = _on_world("broadcast")
+grouped_broadcast = _on_world("grouped_broadcast")
+alltoall = _on_world("alltoall")
+reducescatter = _on_world("reducescatter")
+grouped_reducescatter = _on_world("grouped_reducescatter")
+barrier = _on_world("barrier")
+join = _on_world("join")

@@ -1,0 +1,371 @@
+"""The Python face of the C ABI: HcollError, lifecycle, Comm and Request."""
+
+import ctypes
+
+from . import _lib
+from . import _tensor
+
+lib = _lib.lib
+
+
+class HcollError(RuntimeError):
+    """A failed hcoll call. `status` is the hcoll_status_t value (negative), `status_name` its
+    name ("ERR_MISMATCH", ...), `message` the library's detailed message."""
+
+    def __init__(self, status, message):
+        self.status = status
+        self.status_name = _lib.STATUS_NAMES.get(status, str(status))
+        self.message = message
+        super().__init__(f"{self.status_name} ({status}): {message}")
+
+
+def _check(status, message=None):
+    """Raises HcollError for a negative status; returns the status otherwise."""
+    if status < 0:
+        if message is None:
+            message = (lib.hcoll_last_error() or b"").decode(errors="replace")
+        raise HcollError(status, message)
+    return status
+
+
+def _name(name):
+    return None if name is None else name.encode()
+
+
+def _fint(mpi_comm):
+    """An mpi4py communicator (anything with py2f()) or a Fortran handle int."""
+    return int(mpi_comm.py2f()) if hasattr(mpi_comm, "py2f") else int(mpi_comm)
+
+
+# ------------------------------------------------------------------------------------------------
+# Lifecycle and information
+# ------------------------------------------------------------------------------------------------
+
+def initialize(mpi_comm=None):
+    """Initializes hcoll (collective). `mpi_comm`: the world as an mpi4py communicator or a
+    Fortran handle; None = MPI_COMM_WORLD. Initializes MPI unless it (or mpi4py) already did."""
+    params = _lib.InitParams()
+    if mpi_comm is not None:
+        params.mask |= _lib.INIT_FIELD_MPI_COMM
+        params.mpi_comm = _fint(mpi_comm)
+    _check(lib.hcoll_initialize(ctypes.byref(params)))
+
+
+def shutdown():
+    """Shuts hcoll down; every Comm and Request handle becomes invalid."""
+    _check(lib.hcoll_shutdown())
+    _orphans.clear()  # every operation has ended (SHUT_DOWN at worst) and every handle is gone
+
+
+def is_initialized():
+    return bool(lib.hcoll_is_initialized())
+
+
+def version():
+    v = [ctypes.c_int() for _ in range(3)]
+    _check(lib.hcoll_get_version(*[ctypes.byref(x) for x in v]))
+    return tuple(x.value for x in v)
+
+
+def status_string(status):
+    return lib.hcoll_status_string(status).decode()
+
+
+def last_error():
+    return lib.hcoll_last_error().decode(errors="replace")
+
+
+def nccl_built():
+    return bool(lib.hcoll_nccl_built())
+
+
+# ------------------------------------------------------------------------------------------------
+# Requests
+# ------------------------------------------------------------------------------------------------
+
+# Requests dropped while still in flight: (handle, arrays) kept until the operation completes,
+# because the runtime still reads and writes those arrays. Reaped on every submission/shutdown.
+_orphans = []
+
+
+def _reap_orphans():
+    still = []
+    for handle, keep in _orphans:
+        if lib.hcoll_test(handle) == _lib.IN_PROGRESS:
+            still.append((handle, keep))
+        else:
+            lib.hcoll_request_free(handle)
+    _orphans[:] = still
+
+
+class _Handle:
+    """Owns one hcoll_request_t and the arrays its operation uses. Released when the last holder
+    (the Request, or a numpy view of one of its outputs) goes away, so a view never outlives the
+    memory it shows and an in-flight operation never loses its arrays."""
+
+    def __init__(self, value, keep):
+        self.value = value
+        self.keep = keep
+
+    def __del__(self):
+        try:
+            if lib.hcoll_test(self.value) == _lib.IN_PROGRESS:
+                _orphans.append((self.value, self.keep))
+            else:
+                lib.hcoll_request_free(self.value)  # INVALID_HANDLE after shutdown is harmless
+        except Exception:  # interpreter teardown: the library may already be gone
+            pass
+
+
+class Request:
+    """One in-flight operation. Holds references to every array the operation reads or writes
+    until it is freed, so the memory cannot go away under the runtime. Freed by free(), by a
+    `with` block or by garbage collection (if still in flight, the operation finishes in the
+    background and its outputs are discarded)."""
+
+    def __init__(self, handle, keep, torch_outputs, in_place=None):
+        self._owner = _Handle(handle, keep)  # keep: descriptors (arrays, shapes) in use
+        self._handle = handle
+        self._torch = torch_outputs      # outputs come back as torch tensors
+        self._in_place = in_place        # what wait() returns for allreduce/broadcast
+
+    def _h(self):
+        if self._handle is None:
+            raise HcollError(_lib.ERR_INVALID_HANDLE, "request was freed")
+        return self._handle
+
+    def test(self):
+        """True once complete (raises HcollError if the operation failed), False while in flight."""
+        return _check(lib.hcoll_test(self._h()), self._message()) == _lib.SUCCESS
+
+    def wait(self, timeout=None):
+        """Blocks until complete (timeout None = forever). Returns True when complete, False when
+        `timeout` seconds passed first (the request stays valid); raises HcollError on failure."""
+        s = lib.hcoll_wait(self._h(), -1.0 if timeout is None else float(timeout))
+        if s == _lib.ERR_TIMEOUT and lib.hcoll_test(self._handle) == _lib.IN_PROGRESS:
+            return False
+        _check(s)
+        return True
+
+    def _message(self):
+        m = lib.hcoll_request_error(self._h()) if self._handle is not None else None
+        return None if not m else m.decode(errors="replace")
+
+    @property
+    def error(self):
+        """The operation's error message ("" while in flight or on success)."""
+        return self._message() or ""
+
+    def output(self, i=0, copy=True):
+        """Output i of a completed allgather/alltoall/reducescatter/join as a numpy array (or a
+        torch tensor when the inputs were torch tensors). copy=True (default) returns an array
+        the caller owns. copy=False returns a numpy view of the runtime's memory that keeps this
+        request alive (its free() is then deferred until the view is gone); no torch view."""
+        t = _lib.Tensor()
+        _check(lib.hcoll_request_output(self._h(), i, ctypes.byref(t)))
+        if self._torch:
+            return _tensor.to_torch(t)
+        return _tensor.to_numpy(t, owner=None if copy else self._owner)
+
+    def outputs(self, copy=True):
+        """Every output: the group's outputs in member order (waits first)."""
+        self.wait()
+        result = []
+        i = 0
+        while True:
+            t = _lib.Tensor()
+            s = lib.hcoll_request_output(self._h(), i, ctypes.byref(t))
+            if s == _lib.ERR_INVALID_ARGUMENT:
+                return result
+            _check(s)
+            result.append(self.output(i, copy))
+            i += 1
+
+    def received_splits(self, i=0):
+        """Rows received from each rank by a completed alltoall, as a list of ints."""
+        p = ctypes.POINTER(ctypes.c_int64)()
+        n = ctypes.c_int()
+        _check(lib.hcoll_request_received_splits(self._h(), i, ctypes.byref(p), ctypes.byref(n)))
+        return [p[k] for k in range(n.value)]
+
+    def result(self):
+        """Waits, then returns what the operation produced: the in-place tensor(s) for
+        allreduce/broadcast, output 0 (or the list for a group) otherwise, None for barrier."""
+        self.wait()
+        if self._in_place is not None:
+            return self._in_place
+        outs = self.outputs()
+        return outs[0] if len(outs) == 1 and not getattr(self, "_grouped", False) else outs
+
+    def free(self):
+        """Releases the request. Deferred while a copy=False output view is alive; an in-flight
+        operation finishes in the background, its arrays kept referenced until it has."""
+        self._handle = None
+        self._owner = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.free()
+
+
+# ------------------------------------------------------------------------------------------------
+# Communicators
+# ------------------------------------------------------------------------------------------------
+
+def _any_torch(xs):
+    return any(_tensor.is_torch(x) for x in xs)
+
+
+class Comm:
+    """A communicator handle. Creation and destroy() are collective over the parent's members.
+    Comm objects are not destroyed by garbage collection (that would need every rank to agree);
+    call destroy() or let shutdown() release them."""
+
+    def __init__(self, handle, owned=True):
+        self._handle = handle
+        self._owned = owned
+
+    @staticmethod
+    def _make(fn, *args):
+        out = _lib.comm_t()
+        _check(fn(*args, ctypes.byref(out)))
+        return Comm(out.value) if out.value else None
+
+    def _h(self):
+        if self._handle is None:
+            raise HcollError(_lib.ERR_INVALID_HANDLE, "communicator was destroyed")
+        return self._handle
+
+    def _int(self, fn):
+        v = ctypes.c_int()
+        _check(fn(self._h(), ctypes.byref(v)))
+        return v.value
+
+    rank = property(lambda self: self._int(lib.hcoll_comm_rank))
+    size = property(lambda self: self._int(lib.hcoll_comm_size))
+    local_rank = property(lambda self: self._int(lib.hcoll_comm_local_rank))
+    local_size = property(lambda self: self._int(lib.hcoll_comm_local_size))
+
+    def stats(self):
+        """This rank's counters as a dict (see hcoll_comm_stats_t)."""
+        s = _lib.CommStats(mask=_lib.COMM_STATS_FIELD_ALL)
+        _check(lib.hcoll_comm_stats(self._h(), ctypes.byref(s)))
+        return {f: getattr(s, f) for f in _lib.STATS_FIELDS}
+
+    def split(self, color, key=0):
+        """MPI_Comm_split semantics; color None/UNDEFINED (or negative) returns None."""
+        return Comm._make(lib.hcoll_comm_split, self._h(),
+                          _lib.UNDEFINED if color is None else int(color), int(key))
+
+    def create(self, ranks):
+        """A communicator of these parent ranks (same list on every rank); None for non-members."""
+        ranks = [int(r) for r in ranks]
+        arr = (ctypes.c_int * max(len(ranks), 1))(*ranks)
+        return Comm._make(lib.hcoll_comm_create, self._h(), arr, len(ranks))
+
+    @staticmethod
+    def from_mpi(mpi_comm):
+        """Wraps a duplicate of an mpi4py communicator (or a Fortran handle). Collective."""
+        return Comm._make(lib.hcoll_comm_from_mpi, _fint(mpi_comm))
+
+    def destroy(self):
+        """Drains and destroys the communicator (collective)."""
+        _check(lib.hcoll_comm_destroy(self._h()))
+        self._handle = None
+
+    # -------------------------------------------------------------------------------------------
+    # Collectives: each returns a Request at once. Arrays are referenced by the request until it
+    # is freed; do not modify them before it completes.
+    # -------------------------------------------------------------------------------------------
+
+    def _submit(self, fn, args, keep, torch_outputs, in_place=None, grouped=False):
+        if _orphans:
+            _reap_orphans()
+        req = _lib.request_t()
+        _check(fn(self._h(), *args, ctypes.byref(req)))
+        r = Request(req.value, keep, torch_outputs, in_place)
+        r._grouped = grouped
+        return r
+
+    def allreduce(self, x, out=None, op=_lib.SUM, name=None, prescale=1.0, postscale=1.0):
+        """Reduces x over all ranks into out (default: in place into x)."""
+        din = _tensor.describe(x, "x")
+        dout = din if out is None else _tensor.describe(out, "out")
+        return self._submit(lib.hcoll_allreduce,
+                            [_name(name), ctypes.byref(din.c), ctypes.byref(dout.c), op,
+                             prescale, postscale],
+                            [din, dout], False, x if out is None else out)
+
+    def grouped_allreduce(self, xs, outs=None, op=_lib.SUM, name=None, prescale=1.0,
+                          postscale=1.0):
+        xs = list(xs)
+        din, ain = _tensor.describe_all(xs, "xs")
+        dout, aout = (din, ain) if outs is None else _tensor.describe_all(list(outs), "outs")
+        return self._submit(lib.hcoll_grouped_allreduce,
+                            [_name(name), len(xs), ain, aout, op, prescale, postscale],
+                            [din, ain, dout, aout], False, xs if outs is None else list(outs),
+                            grouped=True)
+
+    def allgather(self, x, name=None):
+        d = _tensor.describe(x, "x")
+        return self._submit(lib.hcoll_allgather, [_name(name), ctypes.byref(d.c)], [d],
+                            _tensor.is_torch(x))
+
+    def grouped_allgather(self, xs, name=None):
+        xs = list(xs)
+        d, a = _tensor.describe_all(xs, "xs")
+        return self._submit(lib.hcoll_grouped_allgather, [_name(name), len(xs), a], [d, a],
+                            _any_torch(xs), grouped=True)
+
+    def broadcast(self, x, root=0, name=None):
+        """Replaces x with root's x, in place."""
+        d = _tensor.describe(x, "x")
+        return self._submit(lib.hcoll_broadcast, [_name(name), ctypes.byref(d.c), int(root)],
+                            [d], False, x)
+
+    def grouped_broadcast(self, xs, root=0, name=None):
+        xs = list(xs)
+        d, a = _tensor.describe_all(xs, "xs")
+        return self._submit(lib.hcoll_grouped_broadcast, [_name(name), len(xs), a, int(root)],
+                            [d, a], False, xs, grouped=True)
+
+    def alltoall(self, x, splits=None, name=None):
+        """Sends splits[i] rows of x to rank i (None = even); output 0 is what arrived."""
+        d = _tensor.describe(x, "x")
+        sp = None
+        if splits is not None:
+            splits = [int(s) for s in splits]
+            sp = (ctypes.c_int64 * max(len(splits), 1))(*splits)
+        return self._submit(lib.hcoll_alltoall, [_name(name), ctypes.byref(d.c), sp], [d, sp],
+                            _tensor.is_torch(x))
+
+    def reducescatter(self, x, op=_lib.SUM, name=None, prescale=1.0, postscale=1.0):
+        d = _tensor.describe(x, "x")
+        return self._submit(lib.hcoll_reducescatter,
+                            [_name(name), ctypes.byref(d.c), op, prescale, postscale], [d],
+                            _tensor.is_torch(x))
+
+    def grouped_reducescatter(self, xs, op=_lib.SUM, name=None, prescale=1.0, postscale=1.0):
+        xs = list(xs)
+        d, a = _tensor.describe_all(xs, "xs")
+        return self._submit(lib.hcoll_grouped_reducescatter,
+                            [_name(name), len(xs), a, op, prescale, postscale], [d, a],
+                            _any_torch(xs), grouped=True)
+
+    def barrier(self):
+        r = self._submit(lib.hcoll_barrier, [], [], False)
+        r._in_place = ()
+        return r
+
+    def join(self):
+        """Completes when every rank joined; result() is the rank that joined last."""
+        return self._submit(lib.hcoll_join, [], [], False)
+
+
+def world():
+    """The world communicator (owned by the runtime; not destroyable)."""
+    out = _lib.comm_t()
+    _check(lib.hcoll_comm_world(ctypes.byref(out)))
+    return Comm(out.value, owned=False)
