@@ -1,0 +1,193 @@
+// Coordinator: readiness (all ranks, or all not-joined ranks for allreduce/barrier), first-
+// announced order, validation messages naming the operation, the field and the ranks, join.
+#include <catch2/catch.hpp>
+
+#include "runtime/coordinator.h"
+
+using namespace hcoll;
+using namespace hcoll::runtime;
+
+namespace {
+
+using Clock = Coordinator::Clock;
+
+OpSpec spec(const std::string& name, OpKind kind = OpKind::kAllreduce,
+            DataType dtype = DataType::kFloat32, std::vector<int64_t> shape = {4}) {
+  OpSpec s;
+  s.name = name;
+  s.kind = kind;
+  s.members = {MemberSpec{dtype, std::move(shape)}};
+  return s;
+}
+
+void announce(Coordinator& c, int rank, std::vector<OpSpec> ops) {
+  RequestList l;
+  l.ops = std::move(ops);
+  c.add(rank, std::move(l), Clock::now());
+}
+
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("coordinator: an op is ready once every rank announced it", "[coordinator]") {
+  Coordinator c(3);
+  announce(c, 0, {spec("a")});
+  announce(c, 2, {spec("a")});
+  REQUIRE(c.takeReady().empty());
+  REQUIRE(!c.empty());
+  announce(c, 1, {spec("a")});
+  auto ready = c.takeReady();
+  REQUIRE(ready.size() == 1);
+  REQUIRE(ready[0].error == Code::kSuccess);
+  REQUIRE(ready[0].spec.name == "a");
+  REQUIRE(c.empty());
+  REQUIRE(c.takeReady().empty());  // taken once
+}
+
+TEST_CASE("coordinator: ready ops come out in first-announced order", "[coordinator]") {
+  Coordinator c(2);
+  announce(c, 0, {spec("z"), spec("m"), spec("a")});
+  announce(c, 1, {spec("a"), spec("m"), spec("z")});
+  auto ready = c.takeReady();
+  REQUIRE(ready.size() == 3);
+  REQUIRE(ready[0].spec.name == "z");
+  REQUIRE(ready[1].spec.name == "m");
+  REQUIRE(ready[2].spec.name == "a");
+}
+
+TEST_CASE("coordinator: allgather and alltoall responses carry per-rank dim0 and splits", "[coordinator]") {
+  Coordinator c(2);
+  OpSpec a = spec("ag", OpKind::kAllgather, DataType::kInt8, {2, 3});
+  OpSpec b = spec("ag", OpKind::kAllgather, DataType::kInt8, {0, 3});
+  OpSpec x = spec("x", OpKind::kAlltoall, DataType::kInt8, {5});
+  x.splits = {1, 4};
+  OpSpec y = spec("x", OpKind::kAlltoall, DataType::kInt8, {3});
+  y.splits = {3, 0};
+  announce(c, 0, {a, x});
+  announce(c, 1, {b, y});
+  auto ready = c.takeReady();
+  REQUIRE(ready.size() == 2);
+  REQUIRE(ready[0].error == Code::kSuccess);
+  REQUIRE(ready[0].dim0PerRank == std::vector<int64_t>{2, 0});
+  REQUIRE(ready[1].error == Code::kSuccess);
+  REQUIRE(ready[1].splitMatrix == std::vector<int64_t>{1, 4, 3, 0});
+}
+
+TEST_CASE("coordinator: mismatch messages name op, field and ranks", "[coordinator]") {
+  Coordinator c(3);
+  auto check = [&](OpSpec base, auto mutate, const std::vector<std::string>& parts) {
+    OpSpec other = base;
+    mutate(other);
+    announce(c, 0, {base});
+    announce(c, 1, {base});
+    announce(c, 2, {other});
+    auto ready = c.takeReady();
+    REQUIRE(ready.size() == 1);
+    INFO(ready[0].errorMessage);
+    REQUIRE(ready[0].error == Code::kMismatch);
+    REQUIRE(has(ready[0].errorMessage, "'" + base.name + "'"));
+    REQUIRE(has(ready[0].errorMessage, "rank 0"));
+    REQUIRE(has(ready[0].errorMessage, "rank 2"));
+    REQUIRE(!has(ready[0].errorMessage, "rank 1 "));  // rank 1 agrees with rank 0
+    for (auto& p : parts) REQUIRE(has(ready[0].errorMessage, p));
+  };
+  check(spec("dt"), [](OpSpec& s) { s.members[0].dtype = DataType::kInt64; }, {"dtype", "float32", "int64"});
+  check(spec("sh"), [](OpSpec& s) { s.members[0].shape = {5}; }, {"shape"});
+  check(spec("op"), [](OpSpec& s) { s.op = ReduceOp::kMin; }, {"reduce op"});
+  check(spec("pre"), [](OpSpec& s) { s.prescale = 2; }, {"prescale", "2"});
+  check(spec("post"), [](OpSpec& s) { s.postscale = 0.5; }, {"postscale", "0.5"});
+  check(spec("kind"), [](OpSpec& s) { s.kind = OpKind::kBroadcast; }, {"kind"});
+  check(spec("grp"), [](OpSpec& s) { s.members.push_back(s.members[0]); }, {"group size", "1", "2"});
+  check(spec("mem"),
+        [](OpSpec& s) {
+          s.members.push_back(s.members[0]);
+          s.members[1].dtype = DataType::kInt8;
+        },
+        {"group size"});
+  OpSpec two = spec("mem2");
+  two.members.push_back(two.members[0]);
+  check(two, [](OpSpec& s) { s.members[1].shape = {9}; }, {"member 1", "shape"});
+  check(spec("root", OpKind::kBroadcast), [](OpSpec& s) { s.root = 1; }, {"root"});
+  check(spec("agrow", OpKind::kAllgather, DataType::kInt8, {2, 3}),
+        [](OpSpec& s) { s.members[0].shape = {2, 4}; }, {"shape after dim 0"});
+  check(spec("agnd", OpKind::kAllgather, DataType::kInt8, {2, 3}),
+        [](OpSpec& s) { s.members[0].shape = {2}; }, {"ndim"});
+  check(spec("rs", OpKind::kReducescatter), [](OpSpec& s) { s.op = ReduceOp::kProduct; }, {"reduce op"});
+  OpSpec cc = spec("cc", OpKind::kCommCreate);
+  cc.members.clear();
+  cc.ranks = {0, 1};
+  check(cc, [](OpSpec& s) { s.ranks = {0, 2}; }, {"rank list", "[0, 1]", "[0, 2]"});
+}
+
+TEST_CASE("coordinator: allgather dim0 may differ without a mismatch", "[coordinator]") {
+  Coordinator c(2);
+  announce(c, 0, {spec("ag", OpKind::kAllgather, DataType::kInt8, {1, 3})});
+  announce(c, 1, {spec("ag", OpKind::kAllgather, DataType::kInt8, {7, 3})});
+  auto ready = c.takeReady();
+  REQUIRE(ready.size() == 1);
+  REQUIRE(ready[0].error == Code::kSuccess);
+}
+
+TEST_CASE("coordinator: joined ranks count for allreduce and barrier only", "[coordinator][join]") {
+  Coordinator c(3);
+  OpSpec join = spec("join", OpKind::kJoin);
+  join.members.clear();
+  announce(c, 1, {join});
+  REQUIRE(c.takeReady().empty());  // join waits for everyone
+  announce(c, 0, {spec("ar"), spec("bc", OpKind::kBroadcast)});
+  announce(c, 2, {spec("ar"), spec("bc", OpKind::kBroadcast)});
+  auto ready = c.takeReady();
+  REQUIRE(ready.size() == 2);
+  REQUIRE(ready[0].spec.name == "ar");
+  REQUIRE(ready[0].error == Code::kSuccess);
+  REQUIRE(ready[1].spec.name == "bc");
+  REQUIRE(ready[1].error == Code::kMismatch);
+  INFO(ready[1].errorMessage);
+  REQUIRE(has(ready[1].errorMessage, "joined"));
+  REQUIRE(has(ready[1].errorMessage, "1"));
+  announce(c, 2, {join});
+  REQUIRE(c.takeReady().empty());
+  announce(c, 0, {join});
+  ready = c.takeReady();
+  REQUIRE(ready.size() == 1);
+  REQUIRE(ready[0].spec.kind == OpKind::kJoin);
+  REQUIRE(ready[0].lastJoinedRank == 0);
+  // After the join completed nobody counts as joined: a new allreduce needs all three again.
+  announce(c, 0, {spec("ar2")});
+  announce(c, 2, {spec("ar2")});
+  REQUIRE(c.takeReady().empty());
+  announce(c, 1, {spec("ar2")});
+  REQUIRE(c.takeReady().size() == 1);
+}
+
+TEST_CASE("coordinator: stalled reports submitted and missing ranks; fail removes", "[coordinator]") {
+  Coordinator c(3);
+  auto t0 = Clock::now();
+  RequestList l;
+  l.ops = {spec("slow")};
+  c.add(0, l, t0);
+  c.add(2, l, t0);
+  auto later = t0 + std::chrono::seconds(10);
+  REQUIRE(c.stalled(60, later).empty());
+  auto st = c.stalled(5, later);
+  REQUIRE(st.size() == 1);
+  REQUIRE(st[0].name == "slow");
+  REQUIRE(st[0].submitted == std::vector<int>{0, 2});
+  REQUIRE(st[0].missing == std::vector<int>{1});
+  REQUIRE(st[0].waitedSeconds >= 9.9);
+  Response r = c.fail("slow", Code::kTimeout, "stalled");
+  REQUIRE(r.error == Code::kTimeout);
+  REQUIRE(r.spec.name == "slow");
+  REQUIRE(r.errorMessage == "stalled");
+  REQUIRE(c.empty());
+}
+
+TEST_CASE("coordinator: forget drops a partially announced op", "[coordinator]") {
+  Coordinator c(2);
+  announce(c, 0, {spec("f")});
+  c.forget("f");
+  REQUIRE(c.empty());
+  announce(c, 1, {spec("f")});
+  REQUIRE(c.takeReady().empty());  // rank 0's announcement was forgotten
+}
