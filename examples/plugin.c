@@ -9,16 +9,18 @@
 #include <string.h>
 
 /* The function table: one X entry per public function of hcoll.h, so none can be forgotten. */
+/* clang-format off */
 #define HCOLL_FUNCTIONS(X)                                                                     \
   X(hcoll_initialize) X(hcoll_shutdown) X(hcoll_is_initialized) X(hcoll_get_version)           \
   X(hcoll_status_string) X(hcoll_last_error) X(hcoll_nccl_built) X(hcoll_comm_world)           \
   X(hcoll_comm_split) X(hcoll_comm_create) X(hcoll_comm_from_mpi) X(hcoll_comm_destroy)        \
   X(hcoll_comm_rank) X(hcoll_comm_size) X(hcoll_comm_local_rank) X(hcoll_comm_local_size)      \
   X(hcoll_comm_stats) X(hcoll_allreduce) X(hcoll_grouped_allreduce) X(hcoll_allgather)         \
-  X(hcoll_grouped_allgather) X(hcoll_broadcast) X(hcoll_grouped_broadcast) X(hcoll_alltoall)   \
-  X(hcoll_reducescatter) X(hcoll_grouped_reducescatter) X(hcoll_barrier) X(hcoll_join)         \
-  X(hcoll_test) X(hcoll_wait) X(hcoll_request_output) X(hcoll_request_received_splits)         \
-  X(hcoll_request_error) X(hcoll_request_free)
+  X(hcoll_grouped_allgather) X(hcoll_broadcast) X(hcoll_grouped_broadcast)                     \
+  X(hcoll_alltoall) X(hcoll_reducescatter) X(hcoll_grouped_reducescatter) X(hcoll_barrier)     \
+  X(hcoll_join) X(hcoll_test) X(hcoll_wait) X(hcoll_request_output)                            \
+  X(hcoll_request_received_splits) X(hcoll_request_error) X(hcoll_request_free)
+/* clang-format on */
 
 /* __typeof__ keeps each pointer's type tied to the header's declaration. */
 struct hcoll_api {
@@ -34,11 +36,11 @@ static int loadApi(const char* path, struct hcoll_api* api) {
     return 0;
   }
   int missing = 0;
-#define HCOLL_RESOLVE_(fn)                                     \
-  *(void**)(&api->fn) = dlsym(lib, #fn);                       \
-  if (api->fn == NULL) {                                       \
-    fprintf(stderr, "dlsym(%s): %s\n", #fn, dlerror());        \
-    ++missing;                                                 \
+#define HCOLL_RESOLVE_(fn)                              \
+  *(void**)(&api->fn) = dlsym(lib, #fn);                \
+  if (api->fn == NULL) {                                \
+    fprintf(stderr, "dlsym(%s): %s\n", #fn, dlerror()); \
+    ++missing;                                          \
   }
   HCOLL_FUNCTIONS(HCOLL_RESOLVE_)
 #undef HCOLL_RESOLVE_
@@ -48,13 +50,13 @@ static int loadApi(const char* path, struct hcoll_api* api) {
 static struct hcoll_api H;
 static int failures = 0;
 
-#define CHECK(cond)                                                        \
-  do {                                                                     \
-    if (!(cond)) {                                                         \
-      fprintf(stderr, "%s:%d: check failed: %s (%s)\n", __FILE__, __LINE__, \
-              #cond, H.hcoll_last_error());                                \
-      ++failures;                                                          \
-    }                                                                      \
+#define CHECK(cond)                                                                \
+  do {                                                                             \
+    if (!(cond)) {                                                                 \
+      fprintf(stderr, "%s:%d: check failed: %s (%s)\n", __FILE__, __LINE__, #cond, \
+              H.hcoll_last_error());                                               \
+      ++failures;                                                                  \
+    }                                                                              \
   } while (0)
 
 static hcoll_status_t finish(hcoll_request_t req) {

@@ -14,4 +14,6 @@ extern "C" int hcoll_header_cxx_check() {  // references a declaration with C li
   return hcoll_test(r) == HCOLL_ERR_INVALID_HANDLE ? 0 : 1;
 }
 
-int main() { return 0; }
+int main() {
+  return 0;
+}
