@@ -1,5 +1,7 @@
 #include "runtime/communicator.h"
 
+#include <optional>
+
 #include "runtime/executor.h"
 #include "runtime/negotiator.h"
 
@@ -11,7 +13,9 @@ Communicator::Communicator(std::unique_ptr<backends::Channel> channel, const Con
       config_(config),
       log_(logging::get("runtime")),
       timeline_(timeline),
-      timelineTrack_(timelineTrack) {
+      timelineTrack_(timelineTrack),
+      recorder_(std::make_shared<FlightRecorder>(channel_->rank(), channel_->size())) {
+  FlightRecorder::track(recorder_);
   thread_ = std::thread([this] { run(); });
 }
 
@@ -22,6 +26,9 @@ Communicator::~Communicator() {
 Status Communicator::submit(std::unique_ptr<LocalOp> op) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (!brokenReason_.empty()) {
+      return shutDown("the communicator is unusable after an earlier failure: " + brokenReason_);
+    }
     if (closing_ || stopped_) {
       return shutDown("the communicator is being destroyed or hcoll is shutting down");
     }
@@ -36,6 +43,7 @@ Status Communicator::submit(std::unique_ptr<LocalOp> op) {
     }
     if (autoNamed) ++counter;
     op->submittedAt = std::chrono::steady_clock::now();
+    op->flightSeq = recorder_->submitted(op->spec);
     incoming_.push_back(std::move(op));
   }
   wake_.notify_one();
@@ -48,6 +56,7 @@ void Communicator::finish(std::unique_ptr<LocalOp> op, const Status& status) {
     std::lock_guard<std::mutex> lock(mutex_);
     inFlight_.erase(op->spec.name);
   }
+  recorder_->advance(op->flightSeq, FlightState::kDone, status.code());
   op->request->complete(status);
 }
 
@@ -60,13 +69,18 @@ void Communicator::failAll(PendingOps& pending, const Status& status) {
 
 void Communicator::run() {
   PendingOps pending;
-  Negotiator negotiator(*channel_, config_, abort_, log_);
+  Negotiator negotiator(*channel_, config_, abort_, log_, recorder_.get());
   Executor executor(*channel_, config_, abort_, stats_,
                     [this](std::unique_ptr<LocalOp> op, const Status& s) { finish(std::move(op), s); });
   const auto cycle = std::chrono::duration<double, std::milli>(config_.cycleTimeMs);
   bool productive = true;
   Status endStatus = shutDown("the communicator was destroyed before the operation ran");
   while (true) {
+  // Closing is bounded: peers that never close (exited, or busy with work this rank never
+  // submits) cannot keep this rank's shutdown or destroy waiting forever.
+  std::optional<std::chrono::steady_clock::time_point> closeStarted;
+  const auto closeTimeout = std::chrono::duration<double>(Negotiator::closeTimeoutSeconds(config_));
+  bool broken = false;
     bool closing;
     {
       std::unique_lock<std::mutex> lock(mutex_);
@@ -83,6 +97,15 @@ void Communicator::run() {
       closing = closing_;
     }
     RoundResult round;
+    if (closing && !closeStarted) closeStarted = std::chrono::steady_clock::now();
+    if (closeStarted && std::chrono::steady_clock::now() - *closeStarted > closeTimeout) {
+      log_->error("closing: the other ranks did not close the communicator within {:.0f} s; "
+                  "closed locally",
+                  closeTimeout.count());
+      endStatus = shutDown("the communicator was closed locally: the other ranks did not close "
+                           "it in time");
+      break;
+    }
     const auto roundStart = std::chrono::steady_clock::now();
     Status s = negotiator.round(pending, closing, &round);
     stats_.cycles.fetch_add(1, std::memory_order_relaxed);
@@ -90,11 +113,22 @@ void Communicator::run() {
       log_->error("negotiation failed, communicator stops: {}", s.message());
       endStatus = s;
       break;
+      broken = !closing;
     }
     if (round.slowPath) stats_.slowPath.fetch_add(1, std::memory_order_relaxed);
+    for (const Response& r : round.responses) {
+      if (const LocalOp* op = pending.find(r.spec.name)) {
+        recorder_->advance(op->flightSeq, FlightState::kNegotiated);
+      }
+    }
     stats_.cacheHits.fetch_add(round.fromCache, std::memory_order_relaxed);
     if (timeline_) recordRound(roundStart, round, pending);
     executor.execute(round.responses, pending);
+    for (const Response& r : round.responses) {
+      if (const LocalOp* op = pending.find(r.spec.name)) {
+        recorder_->advance(op->flightSeq, FlightState::kRunning);
+      }
+    }
     productive = !round.responses.empty();
     if (round.allClosing) break;
   }
@@ -102,6 +136,7 @@ void Communicator::run() {
     std::lock_guard<std::mutex> lock(mutex_);
     stopped_ = true;
     for (auto& op : incoming_) pending.add(std::move(op));
+    if (broken) brokenReason_ = endStatus.message();
     incoming_.clear();
   }
   failAll(pending, endStatus);

@@ -15,6 +15,7 @@
 
 #include "backends/backend.h"
 #include "runtime/config.h"
+#include "runtime/flight_recorder.h"
 #include "runtime/local_op.h"
 #include "runtime/logging.h"
 #include "runtime/stats.h"
@@ -71,6 +72,7 @@ class Communicator {
   CommStats stats_;
   Timeline* timeline_;
   int timelineTrack_;
+  std::shared_ptr<FlightRecorder> recorder_;
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;
@@ -79,6 +81,7 @@ class Communicator {
   std::array<uint64_t, kNumOpKinds> autoNameCounters_{};
   bool closing_ = false;
   bool stopped_ = false;
+  std::string brokenReason_;  // set when the thread stopped on a failure; submit() reports it
   std::atomic<bool> abort_{false};
   std::thread thread_;
 };

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include <unistd.h>
+
 namespace hcoll::runtime {
 namespace {
 
@@ -50,6 +52,16 @@ Status Config::fromEnvironment(Config* out) {
   HCOLL_RETURN_IF_ERROR(readSeconds("HCOLL_STALL_CHECK_TIME_SECONDS", &c.stallCheckSeconds));
   HCOLL_RETURN_IF_ERROR(readSeconds("HCOLL_STALL_SHUTDOWN_TIME_SECONDS", &c.stallShutdownSeconds));
   if (const char* v = std::getenv("HCOLL_TIMELINE")) c.timelinePath = v;
+  if (const char* v = std::getenv("HCOLL_FLIGHT_RECORDER"); v != nullptr && *v != '\0') {
+    // Checked now, so that a typo is reported at initialize, not lost at the first stall.
+    std::string path = v;
+    std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
+    if (dir.empty()) dir = "/";
+    if (path.back() == '/' || ::access(dir.c_str(), W_OK) != 0) {
+      return badValue("HCOLL_FLIGHT_RECORDER", v, "a file path in a writable directory");
+    }
+    c.flightRecorderPath = path;
+  }
   if (const char* v = std::getenv("HCOLL_LOG_LEVEL"); v != nullptr && *v != '\0') {
     std::string level = v;
     static const char* const kLevels[] = {"trace", "debug", "info", "warning", "error", "off"};

@@ -15,6 +15,7 @@ struct Config {
   double stallCheckSeconds = 60.0;     // HCOLL_STALL_CHECK_TIME_SECONDS; 0 = no warnings
   double stallShutdownSeconds = 0.0;   // HCOLL_STALL_SHUTDOWN_TIME_SECONDS; 0 = never
   std::string timelinePath;            // HCOLL_TIMELINE
+  std::string flightRecorderPath;      // HCOLL_FLIGHT_RECORDER: dumps go to <path>.<world rank>
   std::string logLevel = "warning";    // HCOLL_LOG_LEVEL
 
   // Reads the environment; a malformed value is an INVALID_ARGUMENT naming the variable.

@@ -25,6 +25,7 @@ struct LocalOp {
   std::shared_ptr<Request> request;
   std::chrono::steady_clock::time_point submittedAt;
   bool announced = false;  // sent to the coordinator in full
+  uint64_t flightSeq = 0;  // this op's entry in the communicator's flight recorder
 };
 
 // Pending operations in submission order, findable by name. Owned by one thread.

@@ -1,6 +1,7 @@
 #include "runtime/negotiator.h"
 
 #include <algorithm>
+#include <mutex>
 
 #include "runtime/progress.h"
 #include "runtime/wire.h"
@@ -24,6 +25,19 @@ constexpr uint64_t kAllClosing = 1ull << 32;
 constexpr auto kAnnounceCachedAfter = std::chrono::seconds(1);
 constexpr auto kInspectEvery = std::chrono::seconds(1);
 
+// Control-plane steps abandoned after a timeout, and the buffers MPI may still read or write for
+// them. Never destroyed (reachable, so not a leak to LeakSanitizer).
+struct Abandoned {
+  std::mutex mutex;
+  std::vector<backends::PendingPtr> steps;
+  std::vector<std::vector<uint64_t>> words;
+  std::vector<std::vector<uint8_t>> bytes;
+};
+Abandoned& abandoned() {
+  static Abandoned* a = new Abandoned();
+  return *a;
+}
+
 std::string rankList(const std::vector<int>& ranks) {
   std::string s = "[";
   for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
@@ -33,13 +47,15 @@ std::string rankList(const std::vector<int>& ranks) {
 }  // namespace
 
 Negotiator::Negotiator(backends::Channel& channel, const Config& config,
-                       const std::atomic<bool>& abort, std::shared_ptr<spdlog::logger> log)
+                       const std::atomic<bool>& abort, std::shared_ptr<spdlog::logger> log,
+                       const FlightRecorder* recorder)
     : channel_(channel),
       config_(config),
       abort_(abort),
       log_(std::move(log)),
       cache_(config.cacheCapacity),
-      lastInspection_(Clock::now()) {
+      lastInspection_(Clock::now()),
+      recorder_(recorder) {
   if (channel_.rank() == 0) coordinator_ = std::make_unique<Coordinator>(channel_.size());
 }
 
@@ -48,6 +64,8 @@ Status Negotiator::round(PendingOps& pending, bool closing, RoundResult* out) {
   const int rank = channel_.rank();
   const int size = channel_.size();
   const size_t slots = cache_.enabled() ? cache_.slotCount() : 0;
+  roundPending_ = &pending;
+  roundClosing_ = closing;
   words_.assign(1 + (slots + 63) / 64, 0);
 
   uint64_t flags = closing ? kAnyClosing : 0;
@@ -65,7 +83,11 @@ Status Negotiator::round(PendingOps& pending, bool closing, RoundResult* out) {
   words_[0] = (~flags & kOrMask) | (closing ? kAllClosing : 0);
 
   auto bits = channel_.allreduceBitsAnd(words_.data(), words_.size());
-  HCOLL_RETURN_IF_ERROR(waitFor(*bits, controlPlanePolicy(), abort_));
+  if (Status s = waitControl(bits, "readiness allreduce"); !s.isOk()) {
+    std::lock_guard<std::mutex> lock(abandoned().mutex);
+    abandoned().words.push_back(std::move(words_));
+    return s;
+  }
   const uint64_t anyFlags = ~words_[0] & kOrMask;
   out->allClosing = (words_[0] & kAllClosing) != 0;
 
@@ -115,7 +137,7 @@ Status Negotiator::exchangeWithCoordinator(PendingOps& pending,
   }
   std::vector<std::vector<uint8_t>> gathered;
   auto gather = channel_.gatherBytes(wire::encode(mine), &gathered);
-  HCOLL_RETURN_IF_ERROR(waitFor(*gather, controlPlanePolicy(), abort_));
+  HCOLL_RETURN_IF_ERROR(waitControl(gather, "announcement gather"));
 
   std::vector<uint8_t> answer;
   if (coordinator_) {
@@ -131,7 +153,11 @@ Status Negotiator::exchangeWithCoordinator(PendingOps& pending,
     answer = wire::encode(responses);
   }
   auto broadcast = channel_.broadcastBytes(&answer);
-  HCOLL_RETURN_IF_ERROR(waitFor(*broadcast, controlPlanePolicy(), abort_));
+  if (Status s = waitControl(broadcast, "response broadcast"); !s.isOk()) {
+    std::lock_guard<std::mutex> lock(abandoned().mutex);
+    abandoned().bytes.push_back(std::move(answer));
+    return s;
+  }
   ResponseList responses;
   HCOLL_RETURN_IF_ERROR(wire::decode(answer.data(), answer.size(), &responses));
   for (Response& r : responses.responses) out->push_back(std::move(r));
@@ -141,6 +167,7 @@ Status Negotiator::exchangeWithCoordinator(PendingOps& pending,
 void Negotiator::inspectStalls(std::vector<Response>* out) {
   const auto now = Clock::now();
   lastInspection_ = now;
+  bool newWarning = false;
   if (config_.stallCheckSeconds > 0) {
     std::set<std::string> stillStalled;
     for (const auto& s : coordinator_->stalled(config_.stallCheckSeconds, now)) {
@@ -150,6 +177,7 @@ void Negotiator::inspectStalls(std::vector<Response>* out) {
                     "have not submitted it",
                     s.name, opKindName(s.kind), rankList(s.submitted), s.waitedSeconds,
                     rankList(s.missing));
+      newWarning = true;
     }
     warned_ = std::move(stillStalled);
   }
@@ -159,9 +187,78 @@ void Negotiator::inspectStalls(std::vector<Response>* out) {
                             std::to_string(static_cast<int>(s.waitedSeconds)) + " s: ranks " +
                             rankList(s.missing) + " did not submit it (submitted by ranks " +
                             rankList(s.submitted) + ")";
+      log_->error("stall shutdown: {}", message);
       out->push_back(coordinator_->fail(s.name, Code::kTimeout, message));
+      newWarning = true;
     }
   }
+  if (newWarning) dumpRecorder("stall on rank 0 of the communicator");
+}
+
+double Negotiator::closeTimeoutSeconds(const Config& config) {
+  constexpr double kDefaultCloseTimeoutSeconds = 60.0;
+  return config.stallShutdownSeconds > 0 ? config.stallShutdownSeconds
+                                         : kDefaultCloseTimeoutSeconds;
+}
+
+void Negotiator::dumpRecorder(const std::string& why) const {
+  if (recorder_ == nullptr) return;
+  recorder_->dumpToLog(*log_, why);
+  if (Status s = FlightRecorder::writeFile(why); !s.isOk()) log_->error("{}", s.message());
+}
+
+Status Negotiator::waitControl(backends::PendingPtr& step, const char* what) {
+  bool warned = false;
+  auto pendingNames = [this] {
+    std::string names;
+    size_t listed = 0;
+    for (const auto& op : roundPending_->all()) {
+      if (listed++ == 8) {
+        names += ", ...";
+        break;
+      }
+      names += (names.empty() ? "'" : ", '") + op->spec.name + "'";
+    }
+    return names.empty() ? std::string("none") : names;
+  };
+  auto onSlow = [&](double waited) -> Status {
+    const int rank = channel_.rank();
+    if (roundClosing_ && waited >= closeTimeoutSeconds(config_)) {
+      std::string message = "closing the communicator: the other ranks did not take part for " +
+                            std::to_string(static_cast<int>(waited)) +
+                            " s (they may have exited); closed locally on rank " +
+                            std::to_string(rank);
+      log_->error("{}", message);
+      return shutDown(message);
+    }
+    if (!warned && config_.stallCheckSeconds > 0 && waited >= config_.stallCheckSeconds) {
+      warned = true;
+      log_->warn("stall: rank {} has waited {:.1f} s in the {} for the other {} rank(s) of the "
+                 "communicator; operations pending here: {}. A rank with nothing pending does not "
+                 "negotiate: some rank has not submitted these operations, or has exited",
+                 rank, waited, what, channel_.size() - 1, pendingNames());
+      dumpRecorder("stall: negotiation round waiting for other ranks");
+    }
+    if (!roundClosing_ && config_.stallShutdownSeconds > 0 &&
+        waited >= config_.stallShutdownSeconds) {
+      std::string message = "timed out after " + std::to_string(static_cast<int>(waited)) +
+                            " s: the other ranks of the communicator did not all join the negotiation of " +
+                            pendingNames() + " (rank " + std::to_string(rank) +
+                            " waited in the " + what +
+                            "); a rank that has not submitted them, or has exited, is missing. The "
+                            "communicator is unusable from now on";
+      log_->error("stall shutdown: {}", message);
+      dumpRecorder("stall shutdown: the operations this rank had pending");
+      return Status(Code::kTimeout, message);
+    }
+    return Status::ok();
+  };
+  Status status = waitFor(*step, controlPlanePolicy(), abort_, onSlow);
+  if (!status.isOk()) {
+    std::lock_guard<std::mutex> lock(abandoned().mutex);
+    abandoned().steps.push_back(std::move(step));
+  }
+  return status;
 }
 
 }  // namespace hcoll::runtime

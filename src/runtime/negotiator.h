@@ -12,6 +12,7 @@
 #include "backends/backend.h"
 #include "runtime/config.h"
 #include "runtime/coordinator.h"
+#include "runtime/flight_recorder.h"
 #include "runtime/local_op.h"
 #include "runtime/logging.h"
 #include "runtime/response_cache.h"
@@ -27,12 +28,19 @@ struct RoundResult {
 
 class Negotiator {
  public:
+  // `recorder` (may be null) is dumped on a stall or a timeout.
   Negotiator(backends::Channel& channel, const Config& config, const std::atomic<bool>& abort,
-             std::shared_ptr<spdlog::logger> log);
+             std::shared_ptr<spdlog::logger> log, const FlightRecorder* recorder = nullptr);
 
   // Runs one round over `pending` (ops this rank submitted); `closing`: this rank is destroying
-  // the communicator. Fails only if the backend failed or the communicator was aborted.
+  // the communicator. Fails if the backend failed or the communicator was aborted; with kTimeout
+  // if peers did not join the round within the stall shutdown time; with kShutDown if, while
+  // closing, they did not within the close bound. After a failure a control-plane collective is
+  // left outstanding, so the communicator cannot be used any more.
   Status round(PendingOps& pending, bool closing, RoundResult* out);
+
+  // How long closing waits for peers that may have exited before giving up locally.
+  static double closeTimeoutSeconds(const Config& config);
 
  private:
   // Announces what the cache could not replay; appends the coordinator's responses.
@@ -40,6 +48,13 @@ class Negotiator {
                                  std::vector<Response>* out);
   // Rank 0: warns about, and past the shutdown time fails, operations some ranks never submit.
   void inspectStalls(std::vector<Response>* out);
+  // Waits for one control-plane step of the round. Peers with nothing pending sleep and never
+  // join a round, so the wait itself reports what is pending here after the stall check time
+  // and gives up after the stall shutdown time (or the close bound while closing).
+  // A step given up on stays active in MPI (a late peer can still match it), so it and its
+  // buffers are kept until the process exits.
+  Status waitControl(backends::PendingPtr& step, const char* what);
+  void dumpRecorder(const std::string& why) const;
 
   backends::Channel& channel_;
   const Config& config_;
@@ -50,6 +65,9 @@ class Negotiator {
   std::chrono::steady_clock::time_point lastInspection_;
   std::set<std::string> warned_;
   std::vector<uint64_t> words_;
+  const FlightRecorder* recorder_;
+  PendingOps* roundPending_ = nullptr;  // during round()
+  bool roundClosing_ = false;
 };
 
 }  // namespace hcoll::runtime

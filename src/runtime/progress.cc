@@ -7,10 +7,11 @@ namespace hcoll::runtime {
 
 Status waitFor(backends::Pending& pending, const WaitPolicy& policy,
                const std::atomic<bool>& abort,
-               const std::function<void(double)>& onSlow) {
+               const std::function<Status(double)>& onSlow) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
-  auto nextSlowReport = start + std::chrono::seconds(1);
+  constexpr auto kSlowReportEvery = std::chrono::milliseconds(250);
+  auto nextSlowReport = start + kSlowReportEvery;
   Status status;
   while (!pending.poll(&status)) {
     if (abort.load(std::memory_order_relaxed)) {
@@ -19,8 +20,9 @@ Status waitFor(backends::Pending& pending, const WaitPolicy& policy,
     const auto now = Clock::now();
     const auto waited = now - start;
     if (onSlow && now >= nextSlowReport) {
-      onSlow(std::chrono::duration<double>(waited).count());
-      nextSlowReport = now + std::chrono::seconds(1);
+      Status verdict = onSlow(std::chrono::duration<double>(waited).count());
+      if (!verdict.isOk()) return verdict;
+      nextSlowReport = now + kSlowReportEvery;
     }
     if (waited < policy.spin) continue;
     if (waited < policy.yieldFor) {

@@ -27,9 +27,10 @@ inline WaitPolicy dataPlanePolicy() {
 }
 
 // Returns the Pending's status, or kShutDown once `abort` becomes true. `onSlow` (may be empty)
-// is called periodically with the seconds waited so far, for stall reporting.
+// is called about every 0.25 s with the seconds waited so far, for stall reporting; a failed
+// Status it returns ends the wait with that status (the Pending is then abandoned, still active).
 Status waitFor(backends::Pending& pending, const WaitPolicy& policy,
                const std::atomic<bool>& abort,
-               const std::function<void(double waitedSeconds)>& onSlow = {});
+               const std::function<Status(double waitedSeconds)>& onSlow = {});
 
 }  // namespace hcoll::runtime

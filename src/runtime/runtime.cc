@@ -4,6 +4,7 @@
 
 #include "backends/mpi/mpi_backend.h"
 #include "fusion/fusion_allocator.h"
+#include "runtime/flight_recorder.h"
 #include "runtime/logging.h"
 
 namespace hcoll::runtime {
@@ -31,6 +32,7 @@ Status Runtime::initialize(const InitOptions& options) {
   HCOLL_RETURN_IF_ERROR(
       backends::mpi::createBackend(options.worldHandle, shutdownBeforeFinalize, &rt->backend_));
   logging::configure(rt->config_.logLevel, rt->backend_->worldRank());
+  FlightRecorder::configure(rt->config_.flightRecorderPath, rt->backend_->worldRank());
   fusion::FusionAllocator::instance().setThreshold(rt->config_.fusionThresholdBytes);
   if (!rt->config_.timelinePath.empty()) {
     HCOLL_RETURN_IF_ERROR(Timeline::open(rt->config_.timelinePath, rt->backend_->worldRank(),
@@ -57,6 +59,10 @@ Status Runtime::shutdown() {
   }
   if (!rt) return Status(Code::kNotInitialized, "hcoll is not initialized");
   rt->closeAll();
+  if (Status s = FlightRecorder::writeFile("shutdown"); !s.isOk()) {
+    logging::get("runtime")->error("{}", s.message());
+  }
+  FlightRecorder::reset();
   fusion::FusionAllocator::instance().trim();
   return Status::ok();
 }
