@@ -1,0 +1,46 @@
+# Reliability: stalls, timeouts, shutdown with dead peers, hostile input, idle CPU, soak.
+# Included from tests/CMakeLists.txt (uses hcoll_add_mpi_test and hcoll_test_main from there).
+
+set(stall_env
+  HCOLL_STALL_CHECK_TIME_SECONDS=1
+  HCOLL_STALL_SHUTDOWN_TIME_SECONDS=3)
+
+# Catch2 multi-rank tests with the shared runner.
+add_executable(hcoll-test-stall reliability/test_stall.cc)
+target_link_libraries(hcoll-test-stall PRIVATE hcoll_test_main)
+foreach(scenario coordinator idle)
+  hcoll_add_mpi_test(stall.${scenario}.np2 hcoll-test-stall 2 TIMEOUT 60 LABELS reliability
+                     ARGS "[${scenario}]")
+  set_tests_properties(stall.${scenario}.np2 PROPERTIES
+    ENVIRONMENT "${stall_env};HCOLL_FLIGHT_RECORDER=${CMAKE_CURRENT_BINARY_DIR}/fr-${scenario}")
+endforeach()
+
+# Programs with their own main (they initialize and shut down themselves).
+foreach(name hostile_input shutdown sigkill idle_cpu soak)
+  string(REPLACE "_" "-" dashed ${name})
+  add_executable(hcoll-test-${dashed} reliability/test_${name}.cc support/test_util.cc)
+  target_include_directories(hcoll-test-${dashed} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+  target_link_libraries(hcoll-test-${dashed} PRIVATE hcoll::hcoll Catch2::Catch2 Threads::Threads)
+endforeach()
+
+hcoll_add_mpi_test(hostile_input.np2 hcoll-test-hostile-input 2 TIMEOUT 60 LABELS reliability)
+foreach(scenario in-flight peer-gone destroy)
+  hcoll_add_mpi_test(shutdown.${scenario}.np2 hcoll-test-shutdown 2 TIMEOUT 60
+                     LABELS reliability ARGS ${scenario})
+  set_tests_properties(shutdown.${scenario}.np2 PROPERTIES ENVIRONMENT "${stall_env}")
+endforeach()
+hcoll_add_mpi_test(idle_cpu.np2 hcoll-test-idle-cpu 2 TIMEOUT 60 LABELS reliability)
+hcoll_add_mpi_test(soak.np2 hcoll-test-soak 2 TIMEOUT 90 LABELS reliability ARGS 300)
+
+# A rank killed with SIGKILL: the wrapper asserts the job ends within 30 s.
+add_test(NAME sigkill.np2
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/reliability/run_sigkill.sh ${MPIEXEC_EXECUTABLE}
+          $<TARGET_FILE:hcoll-test-sigkill> 30)
+set_tests_properties(sigkill.np2 PROPERTIES TIMEOUT 60 LABELS "mpi;reliability" PROCESSORS 2
+  ENVIRONMENT "${stall_env}")
+
+# Unit tests of the flight recorder (internals: the static core).
+add_executable(hcoll-reliability-unit reliability/test_flight_recorder.cc)
+target_link_libraries(hcoll-reliability-unit PRIVATE hcoll_internal Catch2::Catch2)
+add_test(NAME reliability_unit COMMAND hcoll-reliability-unit)
+set_tests_properties(reliability_unit PROPERTIES TIMEOUT 60 LABELS "unit;reliability")
