@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian machine, builds hcoll and runs the whole test suite:
 #   1. the MPICH build (the default) under CTest: unit tests and multi-rank tests (2, 3, 4 ranks);
+#   3. the wire-format fuzzer (libFuzzer, ASan + UBSan) for HCOLL_FUZZ_SECONDS (45) seconds;
+#   4. an ASan + UBSan build running the unit and multi-rank tests with zero reports allowed;
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh test
@@ -10,5 +12,24 @@ echo "== MPICH build: unit and multi-rank tests"
 cmake -S . -B build-test -DHCOLL_MPI=mpich -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build build-test -j"$jobs"
 ctest --test-dir build-test --output-on-failure --timeout 300
+
+echo "== Wire-format fuzzing: libFuzzer with ASan + UBSan, bounded time"
+cmake -S tests/fuzz -B build-test-fuzz -DCMAKE_CXX_COMPILER=clang++-14
+cmake --build build-test-fuzz -j"$jobs"
+mkdir -p build-test-fuzz/corpus  # new inputs land here; the checked-in seeds stay untouched
+build-test-fuzz/hcoll-fuzz-wire -max_total_time="${HCOLL_FUZZ_SECONDS:-45}" -timeout=10 \
+  -rss_limit_mb=2048 -print_final_stats=1 build-test-fuzz/corpus tests/fuzz/corpus
+
+echo "== AddressSanitizer + UBSan build: unit, core, fusion and reliability tests"
+cmake -S . -B build-test-asan -DHCOLL_MPI=mpich -DCMAKE_BUILD_TYPE=Debug \
+      -DHCOLL_SANITIZE=address,undefined -DHCOLL_BUILD_BENCH=OFF -DHCOLL_WITH_NCCL=OFF
+cmake --build build-test-asan -j"$jobs"
+# Any report fails the test (halt_on_error); MPICH's own one-time allocations are suppressed by
+# library name only (tests/sanitizers/lsan.supp), so a leak in hcoll is still reported.
+ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:abort_on_error=0 \
+LSAN_OPTIONS="suppressions=$PWD/tests/sanitizers/lsan.supp:print_suppressions=0" \
+UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$PWD/tests/sanitizers/ubsan.supp" \
+  ctest --test-dir build-test-asan -L "unit|mpi" -LE "python|packaging|examples|bench" \
+        --output-on-failure --timeout 300
 
 echo "== all test stages passed"

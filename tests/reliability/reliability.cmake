@@ -30,7 +30,8 @@ foreach(scenario in-flight peer-gone destroy)
   set_tests_properties(shutdown.${scenario}.np2 PROPERTIES ENVIRONMENT "${stall_env}")
 endforeach()
 hcoll_add_mpi_test(idle_cpu.np2 hcoll-test-idle-cpu 2 TIMEOUT 60 LABELS reliability)
-hcoll_add_mpi_test(soak.np2 hcoll-test-soak 2 TIMEOUT 90 LABELS reliability ARGS 300)
+hcoll_add_mpi_test(soak.np2 hcoll-test-soak 2 TIMEOUT 90 LABELS reliability ARGS 2000)
+hcoll_add_mpi_test(soak.np3 hcoll-test-soak 3 TIMEOUT 90 LABELS reliability ARGS 300)
 
 # A rank killed with SIGKILL: the wrapper asserts the job ends within 30 s.
 add_test(NAME sigkill.np2

@@ -4,9 +4,11 @@
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
+#include "runtime/config.h"
 #include "runtime/flight_recorder.h"
 
 using namespace hcoll;
@@ -88,4 +90,18 @@ TEST_CASE("flight recorder writes tracked recorders to <path>.<rank>") {
   FlightRecorder::reset();
   REQUIRE(FlightRecorder::writeFile("after reset").isOk());  // no path: nothing written
   std::remove((path + ".7").c_str());
+}
+
+TEST_CASE("HCOLL_FLIGHT_RECORDER is validated at initialize") {
+  Config c;
+  ::setenv("HCOLL_FLIGHT_RECORDER", "/nonexistent-dir/fr", 1);
+  Status bad = Config::fromEnvironment(&c);
+  REQUIRE(bad.code() == Code::kInvalidArgument);
+  REQUIRE(bad.message().find("HCOLL_FLIGHT_RECORDER") != std::string::npos);
+  ::setenv("HCOLL_FLIGHT_RECORDER", "some-dir/", 1);
+  REQUIRE(Config::fromEnvironment(&c).code() == Code::kInvalidArgument);
+  ::setenv("HCOLL_FLIGHT_RECORDER", "fr-ok", 1);
+  REQUIRE(Config::fromEnvironment(&c).isOk());
+  REQUIRE(c.flightRecorderPath == "fr-ok");
+  ::unsetenv("HCOLL_FLIGHT_RECORDER");
 }

@@ -1,7 +1,7 @@
 // Soak: 4 user threads x 3 communicators x many mixed random operations (allreduce, grouped
 // allreduce, allgather, broadcast, reducescatter; random sizes, dtypes and names), each result
 // checked against a direct computation, with resident memory flat after warm-up.
-//   test_soak [ops per thread]   (default 300: the CTest version; e.g. 20000 by hand)
+//   test_soak [ops per thread]   (default 300; CTest runs 2000; by hand e.g. 50000)
 // Every rank derives the same op list from (thread, index), so names and specs agree, while
 // the threads interleave differently on every rank.
 #include <unistd.h>
