@@ -23,19 +23,28 @@ const char* stateNames[] = {"submitted", "negotiated", "running", "done"};
 
 const char* outcome(Code c) {
   switch (c) {
-    case Code::kSuccess: return "ok";
-    case Code::kMismatch: return "MISMATCH";
-    case Code::kTimeout: return "TIMEOUT";
-    case Code::kShutDown: return "SHUT_DOWN";
-    case Code::kBackend: return "BACKEND";
-    case Code::kNoMemory: return "NO_MEMORY";
-    default: return "ERROR";
+    case Code::kSuccess:
+      return "ok";
+    case Code::kMismatch:
+      return "MISMATCH";
+    case Code::kTimeout:
+      return "TIMEOUT";
+    case Code::kShutDown:
+      return "SHUT_DOWN";
+    case Code::kBackend:
+      return "BACKEND";
+    case Code::kNoMemory:
+      return "NO_MEMORY";
+    default:
+      return "ERROR";
   }
 }
 
 }  // namespace
 
-const char* flightStateName(FlightState s) { return stateNames[static_cast<int>(s)]; }
+const char* flightStateName(FlightState s) {
+  return stateNames[static_cast<int>(s)];
+}
 
 FlightRecorder::FlightRecorder(int rank, int size)
     : id_(gNextId.fetch_add(1)), rank_(rank), size_(size) {}

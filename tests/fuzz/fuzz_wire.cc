@@ -1,9 +1,9 @@
 // libFuzzer harness for the negotiation wire format. The first input byte picks the message type
 // (request or response list); the rest is decoded. A successful decode must re-encode to bytes
 // that decode again to an equal message, and encoding is canonical (the same bytes again).
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <algorithm>
 #include <cstdlib>
 #include <type_traits>
 #include <vector>

@@ -47,8 +47,9 @@ TEST_CASE("flight recorder records every state of an operation") {
   REQUIRE(text.find("(rank 1 of 4)") != std::string::npos);
   REQUIRE(text.find("'grad.0' allgather float64 members=1 elements=6 bytes=48 state=done ok") !=
           std::string::npos);
-  REQUIRE(text.find("'grad.1' allgather float64 members=1 elements=0 bytes=0 state=done MISMATCH") !=
-          std::string::npos);
+  REQUIRE(
+      text.find("'grad.1' allgather float64 members=1 elements=0 bytes=0 state=done MISMATCH") !=
+      std::string::npos);
 }
 
 TEST_CASE("flight recorder is bounded and ignores overwritten entries") {

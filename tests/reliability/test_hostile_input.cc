@@ -59,18 +59,20 @@ int main() {
   hcoll_comm_t comm = HCOLL_COMM_NULL;
 
   // Before initialize: everything that needs the runtime says so.
-  runTable("before init", {
-      {"comm_world before init", HCOLL_ERR_NOT_INITIALIZED, [&] { return hcoll_comm_world(&comm); }},
-      {"shutdown before init", HCOLL_ERR_NOT_INITIALIZED, [] { return hcoll_shutdown(); }},
-      {"allreduce before init", HCOLL_ERR_NOT_INITIALIZED,
-       [&] { return hcoll_allreduce(comm, "x", &good, &good, HCOLL_SUM, 1, 1, &req); }},
-      {"init with unknown mask bit", HCOLL_ERR_INVALID_ARGUMENT,
-       [] {
-         hcoll_init_params_t p{};
-         p.mask = UINT64_C(1) << 40;
-         return hcoll_initialize(&p);
-       }},
-  });
+  runTable("before init",
+           {
+               {"comm_world before init", HCOLL_ERR_NOT_INITIALIZED,
+                [&] { return hcoll_comm_world(&comm); }},
+               {"shutdown before init", HCOLL_ERR_NOT_INITIALIZED, [] { return hcoll_shutdown(); }},
+               {"allreduce before init", HCOLL_ERR_NOT_INITIALIZED,
+                [&] { return hcoll_allreduce(comm, "x", &good, &good, HCOLL_SUM, 1, 1, &req); }},
+               {"init with unknown mask bit", HCOLL_ERR_INVALID_ARGUMENT,
+                [] {
+                  hcoll_init_params_t p{};
+                  p.mask = UINT64_C(1) << 40;
+                  return hcoll_initialize(&p);
+                }},
+           });
   if (hcoll_is_initialized()) {
     std::fprintf(stderr, "FAIL: a rejected initialize left hcoll initialized\n");
     return 1;
@@ -105,8 +107,10 @@ int main() {
     return t;
   };
   hcoll_tensor_t nullData = with([](hcoll_tensor_t& t) { t.data = nullptr; });
-  hcoll_tensor_t badDtype = with([](hcoll_tensor_t& t) { t.dtype = static_cast<hcoll_dtype_t>(99); });
-  hcoll_tensor_t negDtype = with([](hcoll_tensor_t& t) { t.dtype = static_cast<hcoll_dtype_t>(-1); });
+  hcoll_tensor_t badDtype =
+      with([](hcoll_tensor_t& t) { t.dtype = static_cast<hcoll_dtype_t>(99); });
+  hcoll_tensor_t negDtype =
+      with([](hcoll_tensor_t& t) { t.dtype = static_cast<hcoll_dtype_t>(-1); });
   hcoll_tensor_t negNdim = with([](hcoll_tensor_t& t) { t.ndim = -1; });
   hcoll_tensor_t bigNdim = with([](hcoll_tensor_t& t) { t.ndim = HCOLL_MAX_NDIM + 1; });
   hcoll_tensor_t nullShape = with([](hcoll_tensor_t& t) { t.shape = nullptr; });
@@ -156,15 +160,21 @@ int main() {
        [&] { return hcoll_allreduce(garbageComm, "a", &good, &good, HCOLL_SUM, 1, 1, &req); }},
       {"allreduce on destroyed comm", HCOLL_ERR_INVALID_HANDLE,
        [&] { return hcoll_allreduce(destroyed, "a", &good, &good, HCOLL_SUM, 1, 1, &req); }},
-      {"barrier on destroyed comm", HCOLL_ERR_INVALID_HANDLE, [&] { return hcoll_barrier(destroyed, &req); }},
-      {"destroy a destroyed comm", HCOLL_ERR_INVALID_HANDLE, [&] { return hcoll_comm_destroy(destroyed); }},
+      {"barrier on destroyed comm", HCOLL_ERR_INVALID_HANDLE,
+       [&] { return hcoll_barrier(destroyed, &req); }},
+      {"destroy a destroyed comm", HCOLL_ERR_INVALID_HANDLE,
+       [&] { return hcoll_comm_destroy(destroyed); }},
       {"destroy the world", HCOLL_ERR_INVALID_ARGUMENT, [&] { return hcoll_comm_destroy(w); }},
-      {"rank of garbage comm", HCOLL_ERR_INVALID_HANDLE, [&] { return hcoll_comm_rank(garbageComm, &out); }},
-      {"size of NULL comm", HCOLL_ERR_INVALID_HANDLE, [&] { return hcoll_comm_size(HCOLL_COMM_NULL, &out); }},
+      {"rank of garbage comm", HCOLL_ERR_INVALID_HANDLE,
+       [&] { return hcoll_comm_rank(garbageComm, &out); }},
+      {"size of NULL comm", HCOLL_ERR_INVALID_HANDLE,
+       [&] { return hcoll_comm_size(HCOLL_COMM_NULL, &out); }},
       {"rank into NULL", HCOLL_ERR_INVALID_ARGUMENT, [&] { return hcoll_comm_rank(w, nullptr); }},
       {"stats into NULL", HCOLL_ERR_INVALID_ARGUMENT, [&] { return hcoll_comm_stats(w, nullptr); }},
-      {"stats of garbage comm", HCOLL_ERR_INVALID_HANDLE, [&] { return hcoll_comm_stats(garbageComm, &stats); }},
-      {"test NULL request", HCOLL_ERR_INVALID_HANDLE, [&] { return hcoll_test(HCOLL_REQUEST_NULL); }},
+      {"stats of garbage comm", HCOLL_ERR_INVALID_HANDLE,
+       [&] { return hcoll_comm_stats(garbageComm, &stats); }},
+      {"test NULL request", HCOLL_ERR_INVALID_HANDLE,
+       [&] { return hcoll_test(HCOLL_REQUEST_NULL); }},
       {"test freed request", HCOLL_ERR_INVALID_HANDLE, [&] { return hcoll_test(freed); }},
       {"wait garbage request", HCOLL_ERR_INVALID_HANDLE, [&] { return hcoll_wait(garbageReq, 1); }},
       {"free freed request", HCOLL_ERR_INVALID_HANDLE, [&] { return hcoll_request_free(freed); }},
@@ -179,30 +189,38 @@ int main() {
        [&] { return hcoll_allreduce(w, "a", nullptr, &good, HCOLL_SUM, 1, 1, &req); }},
       {"allreduce out NULL", HCOLL_ERR_INVALID_ARGUMENT,
        [&] { return hcoll_allreduce(w, "a", &good, nullptr, HCOLL_SUM, 1, 1, &req); }},
-      {"allgather in NULL", HCOLL_ERR_INVALID_ARGUMENT, [&] { return hcoll_allgather(w, "a", nullptr, &req); }},
-      {"broadcast buf NULL", HCOLL_ERR_INVALID_ARGUMENT, [&] { return hcoll_broadcast(w, "a", nullptr, 0, &req); }},
+      {"allgather in NULL", HCOLL_ERR_INVALID_ARGUMENT,
+       [&] { return hcoll_allgather(w, "a", nullptr, &req); }},
+      {"broadcast buf NULL", HCOLL_ERR_INVALID_ARGUMENT,
+       [&] { return hcoll_broadcast(w, "a", nullptr, 0, &req); }},
       {"grouped allreduce ins NULL", HCOLL_ERR_INVALID_ARGUMENT,
        [&] { return hcoll_grouped_allreduce(w, "g", 2, nullptr, nullptr, HCOLL_SUM, 1, 1, &req); }},
       {"barrier req NULL", HCOLL_ERR_INVALID_ARGUMENT, [&] { return hcoll_barrier(w, nullptr); }},
       {"join req NULL", HCOLL_ERR_INVALID_ARGUMENT, [&] { return hcoll_join(w, nullptr); }},
       {"comm_world NULL", HCOLL_ERR_INVALID_ARGUMENT, [&] { return hcoll_comm_world(nullptr); }},
-      {"split out NULL", HCOLL_ERR_INVALID_ARGUMENT, [&] { return hcoll_comm_split(w, 0, 0, nullptr); }},
-      {"create ranks NULL", HCOLL_ERR_INVALID_ARGUMENT, [&] { return hcoll_comm_create(w, nullptr, 1, &comm); }},
+      {"split out NULL", HCOLL_ERR_INVALID_ARGUMENT,
+       [&] { return hcoll_comm_split(w, 0, 0, nullptr); }},
+      {"create ranks NULL", HCOLL_ERR_INVALID_ARGUMENT,
+       [&] { return hcoll_comm_create(w, nullptr, 1, &comm); }},
       // Tensors.
       {"data NULL, non-empty", HCOLL_ERR_INVALID_ARGUMENT,
        [&] { return hcoll_allreduce(w, "a", &nullData, &nullData, HCOLL_SUM, 1, 1, &req); }},
       {"dtype 99", HCOLL_ERR_INVALID_ARGUMENT,
        [&] { return hcoll_allreduce(w, "a", &badDtype, &badDtype, HCOLL_SUM, 1, 1, &req); }},
-      {"dtype -1", HCOLL_ERR_INVALID_ARGUMENT, [&] { return hcoll_allgather(w, "a", &negDtype, &req); }},
+      {"dtype -1", HCOLL_ERR_INVALID_ARGUMENT,
+       [&] { return hcoll_allgather(w, "a", &negDtype, &req); }},
       {"ndim -1", HCOLL_ERR_INVALID_ARGUMENT,
        [&] { return hcoll_allreduce(w, "a", &negNdim, &negNdim, HCOLL_SUM, 1, 1, &req); }},
-      {"ndim too large", HCOLL_ERR_INVALID_ARGUMENT, [&] { return hcoll_broadcast(w, "a", &bigNdim, 0, &req); }},
-      {"shape NULL with ndim 1", HCOLL_ERR_INVALID_ARGUMENT, [&] { return hcoll_allgather(w, "a", &nullShape, &req); }},
+      {"ndim too large", HCOLL_ERR_INVALID_ARGUMENT,
+       [&] { return hcoll_broadcast(w, "a", &bigNdim, 0, &req); }},
+      {"shape NULL with ndim 1", HCOLL_ERR_INVALID_ARGUMENT,
+       [&] { return hcoll_allgather(w, "a", &nullShape, &req); }},
       {"negative dim", HCOLL_ERR_INVALID_ARGUMENT,
        [&] { return hcoll_allreduce(w, "a", &negDim, &negDim, HCOLL_SUM, 1, 1, &req); }},
       {"element count overflow", HCOLL_ERR_INVALID_ARGUMENT,
        [&] { return hcoll_allreduce(w, "a", &overflow, &overflow, HCOLL_SUM, 1, 1, &req); }},
-      {"device -7", HCOLL_ERR_INVALID_ARGUMENT, [&] { return hcoll_broadcast(w, "a", &badDevice, 0, &req); }},
+      {"device -7", HCOLL_ERR_INVALID_ARGUMENT,
+       [&] { return hcoll_broadcast(w, "a", &badDevice, 0, &req); }},
       {"CUDA tensor", HCOLL_ERR_UNSUPPORTED,
        [&] { return hcoll_allreduce(w, "a", &cuda, &cuda, HCOLL_SUM, 1, 1, &req); }, cudaAlso},
       {"group mixing host and CUDA", HCOLL_ERR_UNSUPPORTED,
@@ -212,14 +230,17 @@ int main() {
        [&] { return hcoll_allreduce(w, "a", &good, &otherShape, HCOLL_SUM, 1, 1, &req); }},
       {"in/out dtypes differ", HCOLL_ERR_INVALID_ARGUMENT,
        [&] { return hcoll_allreduce(w, "a", &good, &otherDtype, HCOLL_SUM, 1, 1, &req); }},
-      {"allgather of a 0-d tensor", HCOLL_ERR_INVALID_ARGUMENT, [&] { return hcoll_allgather(w, "a", &scalar, &req); }},
+      {"allgather of a 0-d tensor", HCOLL_ERR_INVALID_ARGUMENT,
+       [&] { return hcoll_allgather(w, "a", &scalar, &req); }},
       {"reducescatter of a 0-d tensor", HCOLL_ERR_INVALID_ARGUMENT,
        [&] { return hcoll_reducescatter(w, "a", &scalar, HCOLL_SUM, 1, 1, &req); }},
       // Enums and scalars.
       {"reduce op 17", HCOLL_ERR_INVALID_ARGUMENT,
        [&] { return hcoll_allreduce(w, "a", &good, &good, badOp, 1, 1, &req); }},
       {"reduce op -1", HCOLL_ERR_INVALID_ARGUMENT,
-       [&] { return hcoll_reducescatter(w, "a", &good, static_cast<hcoll_reduce_op_t>(-1), 1, 1, &req); }},
+       [&] {
+         return hcoll_reducescatter(w, "a", &good, static_cast<hcoll_reduce_op_t>(-1), 1, 1, &req);
+       }},
       {"prescale NaN", HCOLL_ERR_INVALID_ARGUMENT,
        [&] { return hcoll_allreduce(w, "a", &good, &good, HCOLL_SUM, nan, 1, &req); }},
       {"postscale inf", HCOLL_ERR_INVALID_ARGUMENT,
@@ -228,7 +249,8 @@ int main() {
        [&] { return hcoll_allreduce(w, "a", &boolT, &boolT, HCOLL_AVERAGE, 1, 1, &req); }},
       {"bool scaled", HCOLL_ERR_INVALID_ARGUMENT,
        [&] { return hcoll_allreduce(w, "a", &boolT, &boolT, HCOLL_SUM, 2, 1, &req); }},
-      {"broadcast root -1", HCOLL_ERR_INVALID_ARGUMENT, [&] { return hcoll_broadcast(w, "a", &good, -1, &req); }},
+      {"broadcast root -1", HCOLL_ERR_INVALID_ARGUMENT,
+       [&] { return hcoll_broadcast(w, "a", &good, -1, &req); }},
       {"broadcast root = size", HCOLL_ERR_INVALID_ARGUMENT,
        [&] { return hcoll_broadcast(w, "a", &good, size, &req); }},
       {"grouped n = 0", HCOLL_ERR_INVALID_ARGUMENT,
@@ -243,15 +265,18 @@ int main() {
       {"name longer than the limit", HCOLL_ERR_INVALID_ARGUMENT,
        [&] { return hcoll_allreduce(w, longName.c_str(), &good, &good, HCOLL_SUM, 1, 1, &req); }},
       // Splits.
-      {"alltoall NULL splits, dim0 not divisible", size > 1 ? HCOLL_ERR_INVALID_ARGUMENT : HCOLL_SUCCESS,
+      {"alltoall NULL splits, dim0 not divisible",
+       size > 1 ? HCOLL_ERR_INVALID_ARGUMENT : HCOLL_SUCCESS,
        [&] { return size > 1 ? hcoll_alltoall(w, "a", &oddRows, nullptr, &req) : HCOLL_SUCCESS; }},
       {"alltoall negative split", HCOLL_ERR_INVALID_ARGUMENT,
        [&] { return hcoll_alltoall(w, "a", &good, negSplits.data(), &req); }},
       {"alltoall splits sum past dim0", HCOLL_ERR_INVALID_ARGUMENT,
        [&] { return hcoll_alltoall(w, "a", &threeRows, bigSplits.data(), &req); }},
-      {"alltoall of a 0-d tensor", HCOLL_ERR_INVALID_ARGUMENT, [&] { return hcoll_alltoall(w, "a", &scalar, nullptr, &req); }},
+      {"alltoall of a 0-d tensor", HCOLL_ERR_INVALID_ARGUMENT,
+       [&] { return hcoll_alltoall(w, "a", &scalar, nullptr, &req); }},
       // Communicator management.
-      {"create with n = 0", HCOLL_ERR_INVALID_ARGUMENT, [&] { return hcoll_comm_create(w, dupRanks, 0, &comm); }},
+      {"create with n = 0", HCOLL_ERR_INVALID_ARGUMENT,
+       [&] { return hcoll_comm_create(w, dupRanks, 0, &comm); }},
       {"create with duplicate ranks", HCOLL_ERR_INVALID_ARGUMENT,
        [&] { return hcoll_comm_create(w, dupRanks, 2, &comm); }},
       {"create with rank out of range", HCOLL_ERR_INVALID_ARGUMENT,
@@ -272,8 +297,9 @@ int main() {
   hcoll_request_t first = HCOLL_REQUEST_NULL;
   if (rank == 0) {
     hcoll_allreduce(w, "dup", &dupT, &dupT, HCOLL_SUM, 1, 1, &first);
-    runTable("in flight", {{"second op named 'dup'", HCOLL_ERR_DUPLICATE_NAME,
-                            [&] { return hcoll_allreduce(w, "dup", &dupT, &dupT, HCOLL_SUM, 1, 1, &req); }}});
+    runTable("in flight", {{"second op named 'dup'", HCOLL_ERR_DUPLICATE_NAME, [&] {
+                              return hcoll_allreduce(w, "dup", &dupT, &dupT, HCOLL_SUM, 1, 1, &req);
+                            }}});
   } else {
     hcoll_allreduce(w, "dup", &dupT, &dupT, HCOLL_SUM, 1, 1, &first);
   }
@@ -300,14 +326,18 @@ int main() {
     ++gFailures;
     std::fprintf(stderr, "FAIL: shutdown: %s\n", hcoll_last_error());
   }
-  runTable("after shutdown", {
-      {"allreduce after shutdown", HCOLL_ERR_NOT_INITIALIZED,
-       [&] { return hcoll_allreduce(w, "x", &good, &good, HCOLL_SUM, 1, 1, &req); }},
-      {"comm_world after shutdown", HCOLL_ERR_NOT_INITIALIZED, [&] { return hcoll_comm_world(&comm); }},
-      {"rank after shutdown", HCOLL_ERR_NOT_INITIALIZED, [&] { return hcoll_comm_rank(w, &out); }},
-      {"shutdown twice", HCOLL_ERR_NOT_INITIALIZED, [] { return hcoll_shutdown(); }},
-      {"test after shutdown", HCOLL_ERR_INVALID_HANDLE, [&] { return hcoll_test(req); }, HCOLL_ERR_NOT_INITIALIZED},
-  });
+  runTable("after shutdown",
+           {
+               {"allreduce after shutdown", HCOLL_ERR_NOT_INITIALIZED,
+                [&] { return hcoll_allreduce(w, "x", &good, &good, HCOLL_SUM, 1, 1, &req); }},
+               {"comm_world after shutdown", HCOLL_ERR_NOT_INITIALIZED,
+                [&] { return hcoll_comm_world(&comm); }},
+               {"rank after shutdown", HCOLL_ERR_NOT_INITIALIZED,
+                [&] { return hcoll_comm_rank(w, &out); }},
+               {"shutdown twice", HCOLL_ERR_NOT_INITIALIZED, [] { return hcoll_shutdown(); }},
+               {"test after shutdown", HCOLL_ERR_INVALID_HANDLE, [&] { return hcoll_test(req); },
+                HCOLL_ERR_NOT_INITIALIZED},
+           });
   std::printf("rank %d: %d hostile calls checked, %d failures\n", rank, gChecked, gFailures);
   return gFailures == 0 ? 0 : 1;
 }

@@ -55,7 +55,8 @@ int main() {
   const auto wall0 = std::chrono::steady_clock::now();
   std::this_thread::sleep_for(std::chrono::seconds(2));
   const double cpu = cpuSeconds() - cpu0;
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   const double percent = 100.0 * cpu / wall;
   ok = barrier(comms[0]) && ok;
   std::printf("rank %d: idle with 3 communicators: %.3f s CPU over %.2f s = %.2f%% of a core\n",

@@ -26,7 +26,9 @@ void check(bool ok, const char* what, const std::string& detail = "") {
   if (!ok) ++gFailures;
 }
 
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 struct Waiter {
   hcoll_status_t status = HCOLL_IN_PROGRESS;

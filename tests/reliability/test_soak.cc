@@ -26,7 +26,7 @@ namespace {
 constexpr int kThreads = 4;
 constexpr int kComms = 3;
 constexpr int kWindow = 6;  // requests a thread keeps in flight
-const hcoll_dtype_t kTypes[] = {HCOLL_FLOAT32, HCOLL_FLOAT64, HCOLL_INT32, HCOLL_INT64,
+const hcoll_dtype_t kTypes[] = {HCOLL_FLOAT32, HCOLL_FLOAT64,  HCOLL_INT32, HCOLL_INT64,
                                 HCOLL_FLOAT16, HCOLL_BFLOAT16, HCOLL_INT16, HCOLL_UINT8};
 
 std::atomic<int> gFailures{0};
@@ -54,7 +54,9 @@ struct Op {
   int salt = 0;
 };
 
-double valueOf(int rank, int salt, int64_t j) { return (rank + 1) * ((j + salt) % 5); }
+double valueOf(int rank, int salt, int64_t j) {
+  return (rank + 1) * ((j + salt) % 5);
+}
 
 void fail(const Op& op, const std::string& why) {
   if (gFailures.fetch_add(1) < 10) {
@@ -93,8 +95,8 @@ std::unique_ptr<Op> submit(hcoll_comm_t comm, int thread, int index, std::mt1993
         op->tensors.push_back(make(op->rows + m, op->salt + m, r));
         ds.push_back(op->tensors.back()->desc());
       }
-      s = hcoll_grouped_allreduce(comm, op->name.c_str(), op->n, ds.data(), ds.data(), HCOLL_SUM,
-                                  1, 1, &op->req);
+      s = hcoll_grouped_allreduce(comm, op->name.c_str(), op->n, ds.data(), ds.data(), HCOLL_SUM, 1,
+                                  1, &op->req);
       break;
     }
     case Kind::kAllgather: {
@@ -241,9 +243,10 @@ int main(int argc, char** argv) {
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const long growthKiB = endKiB - warmKiB;
-  std::printf("rank %d: %ld ops verified in %.1f s, %d failures; RSS %ld KiB after warm-up, "
-              "%ld KiB at the end (growth %ld KiB)\n",
-              rank, gDone.load(), secs, gFailures.load(), warmKiB, endKiB, growthKiB);
+  std::printf(
+      "rank %d: %ld ops verified in %.1f s, %d failures; RSS %ld KiB after warm-up, "
+      "%ld KiB at the end (growth %ld KiB)\n",
+      rank, gDone.load(), secs, gFailures.load(), warmKiB, endKiB, growthKiB);
   // Flat memory: a little allocator noise is fine, a per-op leak is not.
   constexpr long kMaxGrowthKiB = 24 * 1024;
   bool ok = gFailures.load() == 0 && growthKiB < kMaxGrowthKiB;
