@@ -20,6 +20,10 @@ set(MPI_C_COMPILER ${_hcoll_mpicc} CACHE FILEPATH "MPI C wrapper" FORCE)
 set(MPIEXEC_EXECUTABLE ${_hcoll_mpiexec} CACHE FILEPATH "MPI launcher" FORCE)
 set(MPIEXEC_PREFLAGS "${_hcoll_mpiexec_preflags}" CACHE STRING "MPI launcher flags" FORCE)
 find_package(MPI REQUIRED COMPONENTS C)
+# hcoll uses MPI's C API only. Without these, Open MPI's mpi.h pulls its C++ bindings into every
+# C++ translation unit, and libhcoll.so.0 (linked with the C library) has undefined MPI:: symbols.
+set_property(TARGET MPI::MPI_C APPEND PROPERTY
+  INTERFACE_COMPILE_DEFINITIONS OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)
 if(NOT MPI_C_LIBRARIES MATCHES "${HCOLL_MPI}" AND NOT MPI_C_LIB_NAMES MATCHES "mpich|mpi")
   message(WARNING "MPI libraries '${MPI_C_LIBRARIES}' do not look like ${HCOLL_MPI}")
 endif()
