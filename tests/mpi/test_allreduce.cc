@@ -1,0 +1,189 @@
+// allreduce and grouped_allreduce: every dtype x op, in place and out of place, sizes 0/1/odd/
+// multi-dim/large, prescale/postscale with integer truncation, bool OR/AND.
+#include <memory>
+#include <string>
+
+#include "mpi/reference.h"
+
+using namespace htest;
+using namespace htest::ref;
+
+namespace {
+
+struct Case {
+  Case(hcoll_dtype_t t, hcoll_reduce_op_t o, std::vector<int64_t> shape, bool inPlace)
+      : dtype(t), op(o), in(t, shape), out(t, shape), inPlace(inPlace) {}
+  hcoll_dtype_t dtype;
+  hcoll_reduce_op_t op;
+  Tensor in, out;
+  bool inPlace;
+  hcoll_request_t req = HCOLL_REQUEST_NULL;
+  double pre = 1.0, post = 1.0;
+};
+
+std::string caseName(const Case& c, size_t k) {
+  return std::string("ar.") + dtypeName(c.dtype) + "." + opName(c.op) + "." + std::to_string(k);
+}
+
+// Submits every case at once (so they are negotiated and fused together), waits for all, checks.
+void runCases(std::vector<std::unique_ptr<Case>>& cases) {
+  const int r = worldRank();
+  const int n = worldSize();
+  for (size_t k = 0; k < cases.size(); ++k) {
+    Case& c = *cases[k];
+    for (int64_t i = 0; i < c.in.elements(); ++i) c.in.set(i, value(c.dtype, c.op, r, i));
+    auto in = c.in.desc();
+    auto out = c.inPlace ? in : c.out.desc();
+    HCOLL_REQUIRE_OK(hcoll_allreduce(world(), caseName(c, k).c_str(), &in, &out, c.op, c.pre,
+                                     c.post, &c.req));
+  }
+  for (size_t k = 0; k < cases.size(); ++k) {
+    Case& c = *cases[k];
+    INFO(caseName(c, k) << (c.inPlace ? " in place" : " out of place"));
+    HCOLL_REQUIRE_OK(waitAndFree(c.req));
+    const Tensor& result = c.inPlace ? c.in : c.out;
+    checkAll(
+        c.dtype, result.elements(), [&](int64_t i) { return result.get(i); },
+        [&](int64_t i) { return expected(c.dtype, c.op, n, i, c.pre, c.post); }, caseName(c, k));
+    if (!c.inPlace) {  // out of place leaves the input untouched
+      for (int64_t i = 0; i < c.in.elements(); ++i) {
+        REQUIRE(c.in.get(i) == value(c.dtype, c.op, r, i));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("allreduce: every dtype and op, in place and out of place", "[allreduce]") {
+  const std::vector<std::vector<int64_t>> shapes = {{0}, {1}, {7}, {3, 5, 2}, {}};
+  for (hcoll_dtype_t t : allDtypes()) {
+    std::vector<std::unique_ptr<Case>> cases;
+    for (hcoll_reduce_op_t op : allOps()) {
+      if (t == HCOLL_BOOL && op == HCOLL_AVERAGE) continue;  // INVALID_ARGUMENT, tested elsewhere
+      for (const auto& shape : shapes) {
+        for (bool inPlace : {true, false}) {
+          cases.push_back(std::make_unique<Case>(t, op, shape, inPlace));
+        }
+      }
+    }
+    runCases(cases);
+  }
+}
+
+TEST_CASE("allreduce: prescale and postscale, integers truncate toward zero", "[allreduce]") {
+  for (hcoll_dtype_t t : allDtypes()) {
+    if (t == HCOLL_BOOL) continue;
+    std::vector<std::unique_ptr<Case>> cases;
+    for (hcoll_reduce_op_t op : {HCOLL_SUM, HCOLL_AVERAGE, HCOLL_MAX}) {
+      for (bool inPlace : {true, false}) {
+        auto c = std::make_unique<Case>(t, op, std::vector<int64_t>{11}, inPlace);
+        c->pre = 1.5;
+        c->post = 0.5;
+        cases.push_back(std::move(c));
+      }
+    }
+    runCases(cases);
+  }
+}
+
+TEST_CASE("allreduce: integer AVERAGE truncates toward zero", "[allreduce]") {
+  const int r = worldRank();
+  const int n = worldSize();
+  // Rank 0 contributes -n-1 (or n+1), the others 0: the mean -(n+1)/n truncates to -1 (1).
+  Tensor t(HCOLL_INT32, {2});
+  t.set(0, r == 0 ? -(n + 1) : 0);
+  t.set(1, r == 0 ? n + 1 : 0);
+  auto d = t.desc();
+  hcoll_request_t req;
+  HCOLL_REQUIRE_OK(hcoll_allreduce(world(), "ar.avgtrunc", &d, &d, HCOLL_AVERAGE, 1.0, 1.0, &req));
+  HCOLL_REQUIRE_OK(waitAndFree(req));
+  REQUIRE(t.get(0) == -1);
+  REQUIRE(t.get(1) == 1);
+}
+
+TEST_CASE("allreduce: bool treats any nonzero byte as true", "[allreduce]") {
+  const int r = worldRank();
+  Tensor orT(HCOLL_BOOL, {3}), andT(HCOLL_BOOL, {3});
+  auto* o = static_cast<uint8_t*>(orT.data());
+  auto* a = static_cast<uint8_t*>(andT.data());
+  // element 0: only rank 0 true (as 0x80); 1: all true (0xff); 2: none true.
+  o[0] = r == 0 ? 0x80 : 0;
+  o[1] = 0xff;
+  o[2] = 0;
+  a[0] = r == 0 ? 0x80 : 0;
+  a[1] = static_cast<uint8_t>(2 + r);
+  a[2] = 0;
+  auto od = orT.desc(), ad = andT.desc();
+  hcoll_request_t r1, r2;
+  HCOLL_REQUIRE_OK(hcoll_allreduce(world(), "ar.bool.or", &od, &od, HCOLL_MAX, 1.0, 1.0, &r1));
+  HCOLL_REQUIRE_OK(hcoll_allreduce(world(), "ar.bool.and", &ad, &ad, HCOLL_PRODUCT, 1.0, 1.0, &r2));
+  HCOLL_REQUIRE_OK(waitAndFree(r1));
+  HCOLL_REQUIRE_OK(waitAndFree(r2));
+  REQUIRE(o[0] != 0);
+  REQUIRE(o[1] != 0);
+  REQUIRE(o[2] == 0);
+  REQUIRE(a[0] == 0);
+  REQUIRE(a[1] != 0);
+  REQUIRE(a[2] == 0);
+}
+
+TEST_CASE("allreduce: large tensors", "[allreduce][large]") {
+  std::vector<std::unique_ptr<Case>> cases;
+  cases.push_back(std::make_unique<Case>(HCOLL_FLOAT32, HCOLL_SUM, std::vector<int64_t>{1 << 20}, true));
+  cases.push_back(std::make_unique<Case>(HCOLL_INT32, HCOLL_AVERAGE, std::vector<int64_t>{1 << 20}, false));
+  cases.push_back(std::make_unique<Case>(HCOLL_FLOAT16, HCOLL_MAX, std::vector<int64_t>{1 << 10, 1 << 10}, false));
+  runCases(cases);
+}
+
+TEST_CASE("grouped_allreduce: mixed shapes and dtypes in one request", "[allreduce][grouped]") {
+  const int r = worldRank();
+  const int n = worldSize();
+  const std::vector<std::pair<hcoll_dtype_t, std::vector<int64_t>>> members = {
+      {HCOLL_FLOAT32, {4}},    {HCOLL_INT64, {2, 3}}, {HCOLL_FLOAT16, {5}},
+      {HCOLL_FLOAT32, {0}},    {HCOLL_UINT8, {9}},    {HCOLL_FLOAT64, {1, 1, 3}},
+      {HCOLL_BFLOAT16, {6}},   {HCOLL_INT32, {}}};
+  for (hcoll_reduce_op_t op : allOps()) {
+    std::vector<std::unique_ptr<Tensor>> ins, outs;
+    std::vector<hcoll_tensor_t> inDescs, outDescs;
+    for (size_t m = 0; m < members.size(); ++m) {
+      ins.push_back(std::make_unique<Tensor>(members[m].first, members[m].second));
+      outs.push_back(std::make_unique<Tensor>(members[m].first, members[m].second));
+      for (int64_t i = 0; i < ins[m]->elements(); ++i) ins[m]->set(i, value(members[m].first, op, r, i));
+      inDescs.push_back(ins[m]->desc());
+      // Alternate in place and out of place within the group.
+      outDescs.push_back(m % 2 ? ins[m]->desc() : outs[m]->desc());
+    }
+    hcoll_request_t req;
+    HCOLL_REQUIRE_OK(hcoll_grouped_allreduce(world(), (std::string("gar.") + opName(op)).c_str(),
+                                             static_cast<int>(members.size()), inDescs.data(),
+                                             outDescs.data(), op, 1.0, 1.0, &req));
+    HCOLL_REQUIRE_OK(waitAndFree(req));
+    for (size_t m = 0; m < members.size(); ++m) {
+      const Tensor& res = m % 2 ? *ins[m] : *outs[m];
+      hcoll_dtype_t t = members[m].first;
+      checkAll(
+          t, res.elements(), [&](int64_t i) { return res.get(i); },
+          [&](int64_t i) { return expected(t, op, n, i); },
+          std::string("grouped member ") + std::to_string(m) + " " + opName(op));
+    }
+  }
+}
+
+TEST_CASE("allreduce: repeated names hit the response cache and stay correct", "[allreduce]") {
+  const int r = worldRank();
+  const int n = worldSize();
+  hcoll_comm_stats_t before{HCOLL_COMM_STATS_FIELD_ALL}, after{HCOLL_COMM_STATS_FIELD_ALL};
+  HCOLL_REQUIRE_OK(hcoll_comm_stats(world(), &before));
+  for (int iter = 0; iter < 5; ++iter) {
+    Tensor t(HCOLL_INT32, {3});
+    for (int i = 0; i < 3; ++i) t.set(i, r * 10 + i + iter);
+    auto d = t.desc();
+    hcoll_request_t req;
+    HCOLL_REQUIRE_OK(hcoll_allreduce(world(), "ar.cached", &d, &d, HCOLL_SUM, 1.0, 1.0, &req));
+    HCOLL_REQUIRE_OK(waitAndFree(req));
+    for (int i = 0; i < 3; ++i) REQUIRE(t.get(i) == 10 * n * (n - 1) / 2 + n * (i + iter));
+  }
+  HCOLL_REQUIRE_OK(hcoll_comm_stats(world(), &after));
+  REQUIRE(after.cache_hits - before.cache_hits >= 4);
+}

@@ -1,0 +1,101 @@
+// broadcast and grouped_broadcast: every dtype from every root, sizes 0/1/odd/multi-dim/large.
+#include <memory>
+#include <string>
+
+#include "mpi/reference.h"
+
+using namespace htest;
+using namespace htest::ref;
+
+namespace {
+
+double bcValue(hcoll_dtype_t t, int root, int64_t i) {
+  if (t == HCOLL_BOOL) return (root + i) % 2;
+  int64_t v = (root * 13 + i * 7) % 90;
+  return isUnsigned(t) ? v : v - 40;
+}
+
+// A value no rank's root data has, so a rank whose buffer was not replaced is caught.
+double junk(hcoll_dtype_t t) { return t == HCOLL_BOOL ? 1 : 99; }
+
+}  // namespace
+
+TEST_CASE("broadcast: every dtype from every root", "[broadcast]") {
+  const int r = worldRank();
+  const int n = worldSize();
+  const std::vector<std::vector<int64_t>> shapes = {{0}, {1}, {9}, {2, 3, 2}, {}};
+  for (hcoll_dtype_t t : allDtypes()) {
+    struct Pending {
+      std::unique_ptr<Tensor> buf;
+      int root;
+      hcoll_request_t req;
+    };
+    std::vector<Pending> pending;
+    for (int root = 0; root < n; ++root) {
+      for (size_t s = 0; s < shapes.size(); ++s) {
+        Pending p{std::make_unique<Tensor>(t, shapes[s]), root, HCOLL_REQUEST_NULL};
+        for (int64_t i = 0; i < p.buf->elements(); ++i) {
+          p.buf->set(i, r == root ? bcValue(t, root, i) : (t == HCOLL_BOOL ? 1 - bcValue(t, root, i) : junk(t)));
+        }
+        auto d = p.buf->desc();
+        std::string name = std::string("bc.") + dtypeName(t) + "." + std::to_string(root) + "." +
+                           std::to_string(s);
+        HCOLL_REQUIRE_OK(hcoll_broadcast(world(), name.c_str(), &d, root, &p.req));
+        pending.push_back(std::move(p));
+      }
+    }
+    for (auto& p : pending) {
+      HCOLL_REQUIRE_OK(waitAndFree(p.req));
+      checkAll(
+          t, p.buf->elements(), [&](int64_t i) { return p.buf->get(i); },
+          [&](int64_t i) { return bcValue(t, p.root, i); },
+          "broadcast from root " + std::to_string(p.root));
+    }
+  }
+}
+
+TEST_CASE("broadcast: large buffer from the last rank", "[broadcast][large]") {
+  const int r = worldRank();
+  const int n = worldSize();
+  const int root = n - 1;
+  Tensor buf(HCOLL_FLOAT64, {1 << 20});
+  for (int64_t i = 0; i < buf.elements(); ++i) buf.set(i, r == root ? i : -1);
+  auto d = buf.desc();
+  hcoll_request_t req;
+  HCOLL_REQUIRE_OK(hcoll_broadcast(world(), "bc.large", &d, root, &req));
+  HCOLL_REQUIRE_OK(waitAndFree(req));
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < buf.elements(); ++i) wrong += buf.get(i) != i;
+  REQUIRE(wrong == 0);
+}
+
+TEST_CASE("grouped_broadcast: mixed dtypes and shapes from every root", "[broadcast][grouped]") {
+  const int r = worldRank();
+  const int n = worldSize();
+  const std::vector<std::pair<hcoll_dtype_t, std::vector<int64_t>>> members = {
+      {HCOLL_INT8, {5}}, {HCOLL_FLOAT32, {2, 2}}, {HCOLL_BFLOAT16, {0}},
+      {HCOLL_UINT16, {3}}, {HCOLL_FLOAT64, {}}, {HCOLL_BOOL, {4}}};
+  for (int root = 0; root < n; ++root) {
+    std::vector<std::unique_ptr<Tensor>> bufs;
+    std::vector<hcoll_tensor_t> descs;
+    for (auto& m : members) {
+      bufs.push_back(std::make_unique<Tensor>(m.first, m.second));
+      for (int64_t i = 0; i < bufs.back()->elements(); ++i) {
+        double v = bcValue(m.first, root, i);
+        bufs.back()->set(i, r == root ? v : (m.first == HCOLL_BOOL ? 1 - v : junk(m.first)));
+      }
+      descs.push_back(bufs.back()->desc());
+    }
+    hcoll_request_t req;
+    HCOLL_REQUIRE_OK(hcoll_grouped_broadcast(world(), ("gbc." + std::to_string(root)).c_str(),
+                                             static_cast<int>(descs.size()), descs.data(), root,
+                                             &req));
+    HCOLL_REQUIRE_OK(waitAndFree(req));
+    for (size_t m = 0; m < members.size(); ++m) {
+      checkAll(
+          members[m].first, bufs[m]->elements(), [&](int64_t i) { return bufs[m]->get(i); },
+          [&](int64_t i) { return bcValue(members[m].first, root, i); },
+          "grouped broadcast member " + std::to_string(m) + " root " + std::to_string(root));
+    }
+  }
+}

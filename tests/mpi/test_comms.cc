@@ -1,0 +1,234 @@
+// Communicators: split (odd/even, key order, HCOLL_UNDEFINED), create (subset, differing lists,
+// bad lists), from_mpi, destroy and recreate, two communicators driven from two user threads,
+// rank/size/local_rank/local_size.
+#include <mpi.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/test_util.h"
+
+using namespace htest;
+
+namespace {
+
+// Sum-allreduce of one int64 per rank on `comm`; returns the sum.
+int64_t sumOn(hcoll_comm_t comm, int64_t mine, const char* name = nullptr) {
+  Tensor t(HCOLL_INT64, {1});
+  t.set(0, static_cast<double>(mine));
+  auto d = t.desc();
+  hcoll_request_t req;
+  REQUIRE(hcoll_allreduce(comm, name, &d, &d, HCOLL_SUM, 1.0, 1.0, &req) == HCOLL_SUCCESS);
+  REQUIRE(waitAndFree(req) == HCOLL_SUCCESS);
+  return static_cast<int64_t>(t.get(0));
+}
+
+}  // namespace
+
+TEST_CASE("comm: world rank and size agree with MPI", "[comm]") {
+  int mpiRank, mpiSize;
+  MPI_Comm_rank(MPI_COMM_WORLD, &mpiRank);
+  MPI_Comm_size(MPI_COMM_WORLD, &mpiSize);
+  REQUIRE(worldRank() == mpiRank);
+  REQUIRE(worldSize() == mpiSize);
+  int lr = -1, ls = -1;
+  HCOLL_REQUIRE_OK(hcoll_comm_local_rank(world(), &lr));
+  HCOLL_REQUIRE_OK(hcoll_comm_local_size(world(), &ls));
+  // Every test runs on one node.
+  REQUIRE(ls == mpiSize);
+  REQUIRE(lr == mpiRank);
+}
+
+TEST_CASE("comm: split into odd and even ranks, key reverses order", "[comm][split]") {
+  const int r = worldRank();
+  const int n = worldSize();
+  hcoll_comm_t sub = HCOLL_COMM_NULL;
+  HCOLL_REQUIRE_OK(hcoll_comm_split(world(), r % 2, -r, &sub));
+  REQUIRE(sub != HCOLL_COMM_NULL);
+  int expectSize = 0, expectRank = 0;
+  for (int k = 0; k < n; ++k) {
+    if (k % 2 != r % 2) continue;
+    ++expectSize;
+    if (k > r) ++expectRank;  // key -k: higher world ranks come first
+  }
+  REQUIRE(sizeOf(sub) == expectSize);
+  REQUIRE(rankOf(sub) == expectRank);
+  int lr = -1, ls = -1;
+  HCOLL_REQUIRE_OK(hcoll_comm_local_rank(sub, &lr));
+  HCOLL_REQUIRE_OK(hcoll_comm_local_size(sub, &ls));
+  REQUIRE(ls == expectSize);
+  REQUIRE(lr == expectRank);
+  int64_t want = 0;
+  for (int k = r % 2; k < n; k += 2) want += k;
+  REQUIRE(sumOn(sub, r, "split.sum") == want);
+  // The parent keeps working alongside.
+  REQUIRE(sumOn(world(), 1, "split.world") == n);
+  HCOLL_REQUIRE_OK(hcoll_comm_destroy(sub));
+}
+
+TEST_CASE("comm: split with HCOLL_UNDEFINED gives NULL", "[comm][split]") {
+  const int r = worldRank();
+  const int n = worldSize();
+  hcoll_comm_t sub = reinterpret_cast<hcoll_comm_t>(0x1);
+  HCOLL_REQUIRE_OK(hcoll_comm_split(world(), r == 0 ? HCOLL_UNDEFINED : 7, r, &sub));
+  if (r == 0) {
+    REQUIRE(sub == HCOLL_COMM_NULL);
+  } else {
+    REQUIRE(sub != HCOLL_COMM_NULL);
+    REQUIRE(sizeOf(sub) == n - 1);
+    REQUIRE(rankOf(sub) == r - 1);
+    REQUIRE(sumOn(sub, 1) == n - 1);
+    HCOLL_REQUIRE_OK(hcoll_comm_destroy(sub));
+  }
+  REQUIRE(sumOn(world(), r) == n * (n - 1) / 2);
+}
+
+TEST_CASE("comm: create a subset; ranks outside get NULL and continue", "[comm][create]") {
+  const int r = worldRank();
+  const int n = worldSize();
+  // The last ranks first: new rank i is parent rank list[i].
+  std::vector<int> list;
+  for (int k = n - 1; k >= 1; --k) list.push_back(k);
+  hcoll_comm_t sub = reinterpret_cast<hcoll_comm_t>(0x1);
+  HCOLL_REQUIRE_OK(hcoll_comm_create(world(), list.data(), static_cast<int>(list.size()), &sub));
+  if (r == 0) {
+    REQUIRE(sub == HCOLL_COMM_NULL);
+    // Not blocked by the members: world ops from here are matched once they come back.
+    REQUIRE(sumOn(world(), 5, "create.world") == 5 * n);
+  } else {
+    REQUIRE(sub != HCOLL_COMM_NULL);
+    REQUIRE(sizeOf(sub) == n - 1);
+    REQUIRE(rankOf(sub) == n - 1 - r);
+    for (int iter = 0; iter < 3; ++iter) REQUIRE(sumOn(sub, r) == n * (n - 1) / 2);
+    REQUIRE(sumOn(world(), 5, "create.world") == 5 * n);
+    HCOLL_REQUIRE_OK(hcoll_comm_destroy(sub));
+  }
+}
+
+TEST_CASE("comm: create with lists that differ across ranks is MISMATCH everywhere", "[comm][create]") {
+  const int r = worldRank();
+  const int n = worldSize();
+  std::vector<int> list = {0};
+  if (r == 0 && n > 1) list.push_back(1);
+  hcoll_comm_t sub = HCOLL_COMM_NULL;
+  hcoll_status_t s = hcoll_comm_create(world(), list.data(), static_cast<int>(list.size()), &sub);
+  REQUIRE(s == HCOLL_ERR_MISMATCH);
+  REQUIRE(sub == HCOLL_COMM_NULL);
+  std::string msg = hcoll_last_error();
+  INFO(msg);
+  REQUIRE(msg.find("rank list") != std::string::npos);
+  // The world keeps working.
+  REQUIRE(sumOn(world(), 1) == n);
+}
+
+TEST_CASE("comm: create with duplicates or out-of-range ranks is INVALID_ARGUMENT", "[comm][create]") {
+  const int n = worldSize();
+  hcoll_comm_t sub = HCOLL_COMM_NULL;
+  int dup[] = {0, 0};
+  REQUIRE(hcoll_comm_create(world(), dup, 2, &sub) == HCOLL_ERR_INVALID_ARGUMENT);
+  REQUIRE(std::string(hcoll_last_error()).size() > 0);
+  int out[] = {0, n};
+  REQUIRE(hcoll_comm_create(world(), out, 2, &sub) == HCOLL_ERR_INVALID_ARGUMENT);
+  REQUIRE(std::string(hcoll_last_error()).size() > 0);
+  int neg[] = {-1};
+  REQUIRE(hcoll_comm_create(world(), neg, 1, &sub) == HCOLL_ERR_INVALID_ARGUMENT);
+  REQUIRE(hcoll_comm_create(world(), dup, 0, &sub) == HCOLL_ERR_INVALID_ARGUMENT);
+  REQUIRE(hcoll_comm_create(world(), nullptr, 1, &sub) == HCOLL_ERR_INVALID_ARGUMENT);
+  REQUIRE(hcoll_comm_create(world(), dup, 1, nullptr) == HCOLL_ERR_INVALID_ARGUMENT);
+  REQUIRE(sub == HCOLL_COMM_NULL);
+  REQUIRE(sumOn(world(), 2) == 2 * n);
+}
+
+TEST_CASE("comm: from_mpi wraps a duplicate of MPI_COMM_WORLD", "[comm][mpi]") {
+  const int n = worldSize();
+  hcoll_comm_t c = HCOLL_COMM_NULL;
+  HCOLL_REQUIRE_OK(hcoll_comm_from_mpi(static_cast<int>(MPI_Comm_c2f(MPI_COMM_WORLD)), &c));
+  REQUIRE(c != HCOLL_COMM_NULL);
+  REQUIRE(sizeOf(c) == n);
+  REQUIRE(rankOf(c) == worldRank());
+  REQUIRE(sumOn(c, worldRank() + 1) == n * (n + 1) / 2);
+  // The caller's communicator still works for plain MPI.
+  int one = 1, total = 0;
+  REQUIRE(MPI_Allreduce(&one, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS);
+  REQUIRE(total == n);
+  HCOLL_REQUIRE_OK(hcoll_comm_destroy(c));
+  // A split MPI communicator works too.
+  MPI_Comm half;
+  MPI_Comm_split(MPI_COMM_WORLD, worldRank() % 2, 0, &half);
+  int halfSize;
+  MPI_Comm_size(half, &halfSize);
+  HCOLL_REQUIRE_OK(hcoll_comm_from_mpi(static_cast<int>(MPI_Comm_c2f(half)), &c));
+  REQUIRE(sizeOf(c) == halfSize);
+  REQUIRE(sumOn(c, 1) == halfSize);
+  HCOLL_REQUIRE_OK(hcoll_comm_destroy(c));
+  MPI_Comm_free(&half);
+}
+
+TEST_CASE("comm: destroy, then the handle is invalid; recreate works", "[comm]") {
+  const int n = worldSize();
+  for (int iter = 0; iter < 3; ++iter) {
+    hcoll_comm_t sub = HCOLL_COMM_NULL;
+    HCOLL_REQUIRE_OK(hcoll_comm_split(world(), 0, 0, &sub));
+    REQUIRE(sumOn(sub, iter) == iter * n);
+    HCOLL_REQUIRE_OK(hcoll_comm_destroy(sub));
+    int x;
+    REQUIRE(hcoll_comm_size(sub, &x) == HCOLL_ERR_INVALID_HANDLE);
+    REQUIRE(hcoll_comm_destroy(sub) == HCOLL_ERR_INVALID_HANDLE);
+    Tensor t(HCOLL_INT32, {1});
+    auto d = t.desc();
+    hcoll_request_t req;
+    REQUIRE(hcoll_allreduce(sub, nullptr, &d, &d, HCOLL_SUM, 1, 1, &req) == HCOLL_ERR_INVALID_HANDLE);
+    REQUIRE(std::string(hcoll_last_error()).size() > 0);
+  }
+  // The world cannot be destroyed.
+  REQUIRE(hcoll_comm_destroy(world()) == HCOLL_ERR_INVALID_ARGUMENT);
+  REQUIRE(sumOn(world(), 1) == n);
+}
+
+TEST_CASE("comm: destroy drains operations every rank submitted", "[comm]") {
+  const int n = worldSize();
+  hcoll_comm_t sub = HCOLL_COMM_NULL;
+  HCOLL_REQUIRE_OK(hcoll_comm_split(world(), 0, 0, &sub));
+  Tensor t(HCOLL_INT32, {4});
+  for (int i = 0; i < 4; ++i) t.set(i, i);
+  auto d = t.desc();
+  hcoll_request_t req;
+  HCOLL_REQUIRE_OK(hcoll_allreduce(sub, "drain", &d, &d, HCOLL_SUM, 1, 1, &req));
+  HCOLL_REQUIRE_OK(hcoll_comm_destroy(sub));
+  HCOLL_REQUIRE_OK(waitAndFree(req));
+  for (int i = 0; i < 4; ++i) REQUIRE(t.get(i) == n * i);
+}
+
+TEST_CASE("comm: two communicators driven concurrently from two threads", "[comm][threads]") {
+  const int r = worldRank();
+  const int n = worldSize();
+  hcoll_comm_t a = HCOLL_COMM_NULL, b = HCOLL_COMM_NULL;
+  HCOLL_REQUIRE_OK(hcoll_comm_split(world(), 0, r, &a));
+  HCOLL_REQUIRE_OK(hcoll_comm_split(world(), 0, -r, &b));
+  constexpr int kIters = 40;
+  // Catch2 assertions are not thread-safe: threads record failures, the main thread checks.
+  std::vector<int> wrong(2, 0);
+  auto drive = [&](hcoll_comm_t c, int which) {
+    for (int it = 0; it < kIters; ++it) {
+      Tensor t(HCOLL_INT32, {8});
+      for (int i = 0; i < 8; ++i) t.set(i, r + i + it + which);
+      auto d = t.desc();
+      hcoll_request_t req;
+      std::string name = "thr." + std::to_string(it % 4);
+      if (hcoll_allreduce(c, name.c_str(), &d, &d, HCOLL_SUM, 1, 1, &req) != HCOLL_SUCCESS ||
+          waitAndFree(req) != HCOLL_SUCCESS) {
+        ++wrong[which];
+        return;
+      }
+      for (int i = 0; i < 8; ++i) wrong[which] += t.get(i) != n * (n - 1) / 2 + n * (i + it + which);
+    }
+  };
+  std::thread ta(drive, a, 0), tb(drive, b, 1);
+  ta.join();
+  tb.join();
+  REQUIRE(wrong[0] == 0);
+  REQUIRE(wrong[1] == 0);
+  HCOLL_REQUIRE_OK(hcoll_comm_destroy(a));
+  HCOLL_REQUIRE_OK(hcoll_comm_destroy(b));
+}
