@@ -72,15 +72,16 @@ void Communicator::run() {
   Negotiator negotiator(*channel_, config_, abort_, log_, recorder_.get());
   Executor executor(*channel_, config_, abort_, stats_,
                     [this](std::unique_ptr<LocalOp> op, const Status& s) { finish(std::move(op), s); });
+  executor.setTimeline(timeline_, timelineTrack_);
   const auto cycle = std::chrono::duration<double, std::milli>(config_.cycleTimeMs);
   bool productive = true;
   Status endStatus = shutDown("the communicator was destroyed before the operation ran");
-  while (true) {
   // Closing is bounded: peers that never close (exited, or busy with work this rank never
   // submits) cannot keep this rank's shutdown or destroy waiting forever.
   std::optional<std::chrono::steady_clock::time_point> closeStarted;
   const auto closeTimeout = std::chrono::duration<double>(Negotiator::closeTimeoutSeconds(config_));
   bool broken = false;
+  while (true) {
     bool closing;
     {
       std::unique_lock<std::mutex> lock(mutex_);
@@ -96,7 +97,6 @@ void Communicator::run() {
       incoming_.clear();
       closing = closing_;
     }
-    RoundResult round;
     if (closing && !closeStarted) closeStarted = std::chrono::steady_clock::now();
     if (closeStarted && std::chrono::steady_clock::now() - *closeStarted > closeTimeout) {
       log_->error("closing: the other ranks did not close the communicator within {:.0f} s; "
@@ -106,37 +106,38 @@ void Communicator::run() {
                            "it in time");
       break;
     }
+    RoundResult round;
     const auto roundStart = std::chrono::steady_clock::now();
     Status s = negotiator.round(pending, closing, &round);
     stats_.cycles.fetch_add(1, std::memory_order_relaxed);
     if (!s.isOk()) {
       log_->error("negotiation failed, communicator stops: {}", s.message());
       endStatus = s;
-      break;
       broken = !closing;
+      break;
     }
-    if (round.slowPath) stats_.slowPath.fetch_add(1, std::memory_order_relaxed);
     for (const Response& r : round.responses) {
       if (const LocalOp* op = pending.find(r.spec.name)) {
         recorder_->advance(op->flightSeq, FlightState::kNegotiated);
       }
     }
+    if (round.slowPath) stats_.slowPath.fetch_add(1, std::memory_order_relaxed);
     stats_.cacheHits.fetch_add(round.fromCache, std::memory_order_relaxed);
     if (timeline_) recordRound(roundStart, round, pending);
-    executor.execute(round.responses, pending);
     for (const Response& r : round.responses) {
       if (const LocalOp* op = pending.find(r.spec.name)) {
         recorder_->advance(op->flightSeq, FlightState::kRunning);
       }
     }
+    executor.execute(round.responses, pending);
     productive = !round.responses.empty();
     if (round.allClosing) break;
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopped_ = true;
-    for (auto& op : incoming_) pending.add(std::move(op));
     if (broken) brokenReason_ = endStatus.message();
+    for (auto& op : incoming_) pending.add(std::move(op));
     incoming_.clear();
   }
   failAll(pending, endStatus);

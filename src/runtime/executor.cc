@@ -105,6 +105,19 @@ Executor::Executor(backends::Channel& channel, const Config& config,
       rank_(channel.rank()),
       size_(channel.size()) {}
 
+void Executor::recordExecution(const std::vector<const LocalOp*>& ops, OpKind kind,
+                               size_t tensors, std::chrono::steady_clock::time_point start) {
+  const auto end = std::chrono::steady_clock::now();
+  const std::string args = std::string(R"({"kind":")") + opKindName(kind) +
+                           R"(","tensors_in_call":)" + std::to_string(tensors) + "}";
+  const LocalOp* previous = nullptr;
+  for (const LocalOp* op : ops) {
+    if (op == nullptr || op == previous) continue;  // joined ranks have no op; members repeat
+    timeline_->tensorSpan(timelineTrack_, op->spec.name, "EXECUTE", start, end, args);
+    previous = op;
+  }
+}
+
 Status Executor::submitAndWait(backends::PendingPtr pending, size_t bytes, size_t tensors) {
   stats_.backendCalls.fetch_add(1, std::memory_order_relaxed);
   stats_.bytes.fetch_add(bytes, std::memory_order_relaxed);
@@ -189,6 +202,7 @@ void Executor::execute(const std::vector<Response>& responses, PendingOps& pendi
     }
     ++i;
     std::unique_ptr<LocalOp> op = pending.take(r.spec.name);
+    const auto start = std::chrono::steady_clock::now();
     Status s;
     switch (r.spec.kind) {
       case OpKind::kAlltoall:
@@ -208,6 +222,7 @@ void Executor::execute(const std::vector<Response>& responses, PendingOps& pendi
         s = commOp(r, op.get());
         break;
     }
+    if (timeline_) recordExecution({op.get()}, r.spec.kind, 1, start);
     if (op) finish_(std::move(op), s);
   }
 }
@@ -264,7 +279,13 @@ void Executor::runFusible(const std::vector<const Response*>& run, PendingOps& p
   size_t batchBytes = 0;
   auto flush = [&] {
     if (batch.empty()) return;
+    const auto start = std::chrono::steady_clock::now();
     Status s = runBatch(kind, batch);
+    if (timeline_) {
+      std::vector<const LocalOp*> batchOps;
+      for (const Item& it : batch) batchOps.push_back(it.op);
+      recordExecution(batchOps, kind, batch.size(), start);
+    }
     if (!s.isOk()) {
       for (const Item& it : batch) {
         auto k = std::find(run.begin(), run.end(), it.response) - run.begin();

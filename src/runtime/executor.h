@@ -16,6 +16,7 @@
 #include "runtime/logging.h"
 #include "runtime/message.h"
 #include "runtime/stats.h"
+#include "runtime/timeline.h"
 
 namespace hcoll::runtime {
 
@@ -29,6 +30,11 @@ class Executor {
   // Runs `responses` in order. Every local op a response names is taken out of `pending` and
   // handed to `finish` with its final status.
   void execute(const std::vector<Response>& responses, PendingOps& pending);
+  // Records EXECUTE spans of every operation on `timeline` (may be null) track `track`.
+  void setTimeline(Timeline* timeline, int track) {
+    timeline_ = timeline;
+    timelineTrack_ = track;
+  }
 
  private:
   struct Item;   // one member tensor of one response
@@ -42,6 +48,8 @@ class Executor {
   Status alltoall(const Response& r, LocalOp& op);
   Status commOp(const Response& r, LocalOp* op);
   Status submitAndWait(backends::PendingPtr pending, size_t bytes, size_t tensors);
+  void recordExecution(const std::vector<const LocalOp*>& ops, OpKind kind, size_t tensors,
+                       std::chrono::steady_clock::time_point start);
   // The plane of a batch: host memory, or the (lazily created) device plane of its device.
   Status planeFor(const std::vector<Item>& items, Plane* out);
   Status planeFor(int32_t device, const LocalOp* op, Plane* out);
@@ -56,6 +64,8 @@ class Executor {
   Finish finish_;
   int rank_;
   int size_;
+  Timeline* timeline_ = nullptr;
+  int timelineTrack_ = -1;
   // Device planes of this communicator by device ordinal, created at their first use and
   // destroyed with the executor (when the communicator's thread ends).
   std::map<int32_t, std::unique_ptr<backends::DeviceCollectives>> devices_;
