@@ -18,12 +18,15 @@ struct WaitPolicy {
   std::chrono::microseconds maxSleep{5000};   // longest sleep between polls
 };
 
-// The control plane waits for peers that may be idle; the data plane runs operations every rank
-// already agreed to start, so it polls harder before it sleeps.
+// The control plane waits for peers that may be idle. The data plane runs operations every rank
+// already agreed to start, and MPI advances a non-blocking collective only inside MPI calls: a
+// sleeping poller stalls the pipeline of a large collective on every rank, so it keeps polling
+// (yielding the core to other threads) for as long as a blocking MPI call would, and sleeps only
+// briefly, after seconds, when a peer is evidently stuck.
 inline WaitPolicy controlPlanePolicy() { return WaitPolicy{}; }
 inline WaitPolicy dataPlanePolicy() {
-  return WaitPolicy{std::chrono::microseconds(200), std::chrono::microseconds(50000),
-                    std::chrono::microseconds(2000)};
+  return WaitPolicy{std::chrono::microseconds(200), std::chrono::microseconds(5000000),
+                    std::chrono::microseconds(200)};
 }
 
 // Returns the Pending's status, or kShutDown once `abort` becomes true. `onSlow` (may be empty)
