@@ -59,9 +59,9 @@ HCOLL_API hcoll_status_t hcoll_shutdown(void) {
   return guarded("hcoll_shutdown", [&] {
     hcoll::Status s = hcoll::runtime::Runtime::shutdown();
     if (!s.isOk()) return toC(hcoll::Status(s.code(), "hcoll_shutdown: " + s.message()));
-    // Every handle from this initialization becomes invalid; the objects die here.
+    // Communicator handles from this initialization become invalid. Request handles stay valid
+    // until freed: a request pending at shutdown reports HCOLL_ERR_SHUT_DOWN from test/wait.
     commTable().clear();
-    requestTable().clear();
     gWorldHandle = 0;
     return HCOLL_SUCCESS;
   });

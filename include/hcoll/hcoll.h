@@ -152,8 +152,10 @@ typedef struct hcoll_comm_stats {
  * UNSUPPORTED (MPI thread level too low), BACKEND. */
 HCOLL_API hcoll_status_t hcoll_initialize(const hcoll_init_params_t* params);
 
-/* Shuts hcoll down. Blocks until every communicator's thread has stopped. Operations still pending
- * complete with HCOLL_ERR_SHUT_DOWN; every handle becomes invalid. hcoll_initialize may follow.
+/* Shuts hcoll down. Blocks until every communicator's thread has stopped (bounded: peers that do
+ * not shut down are given up on after the stall shutdown time, 60 s by default). Operations still
+ * pending complete with HCOLL_ERR_SHUT_DOWN, which hcoll_test/hcoll_wait report: request handles
+ * stay valid until freed, communicator handles become invalid. hcoll_initialize may follow.
  * Returns SUCCESS or NOT_INITIALIZED. */
 HCOLL_API hcoll_status_t hcoll_shutdown(void);
 
