@@ -1,8 +1,15 @@
 # Looks for CUDA and NCCL under CUDA_HOME or /usr/local/cuda. HCOLL_WITH_NCCL=AUTO builds the NCCL
 # backend when both are found, ON requires them, OFF skips the search.
 set(HCOLL_NCCL_ENABLED 0)
-# The backend's sources; empty until the NCCL backend exists, which keeps AUTO off meanwhile.
-set(HCOLL_NCCL_SOURCES "")
+# The backend's sources (kernels are compiled at run time with NVRTC: no CUDA compiler needed).
+set(HCOLL_NCCL_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/../src/backends/nccl/cuda_event_api.cc
+  ${CMAKE_CURRENT_LIST_DIR}/../src/backends/nccl/nccl_backend.cc
+  ${CMAKE_CURRENT_LIST_DIR}/../src/backends/nccl/nccl_bootstrap.cc
+  ${CMAKE_CURRENT_LIST_DIR}/../src/backends/nccl/nccl_channel.cc
+  ${CMAKE_CURRENT_LIST_DIR}/../src/backends/nccl/nccl_kernels.cc
+  ${CMAKE_CURRENT_LIST_DIR}/../src/backends/nccl/nccl_types.cc
+  ${CMAKE_CURRENT_LIST_DIR}/../src/backends/nccl/stream_order.cc)
 
 if(NOT HCOLL_WITH_NCCL STREQUAL "OFF")
   set(_hcoll_cuda_roots "$ENV{CUDA_HOME}" /usr/local/cuda)
@@ -10,8 +17,9 @@ if(NOT HCOLL_WITH_NCCL STREQUAL "OFF")
   find_path(HCOLL_NCCL_INCLUDE_DIR nccl.h HINTS ${_hcoll_cuda_roots} PATH_SUFFIXES include)
   find_library(HCOLL_CUDART_LIBRARY cudart HINTS ${_hcoll_cuda_roots} PATH_SUFFIXES lib64 lib)
   find_library(HCOLL_NCCL_LIBRARY nccl HINTS ${_hcoll_cuda_roots} PATH_SUFFIXES lib64 lib)
+  find_library(HCOLL_NVRTC_LIBRARY nvrtc HINTS ${_hcoll_cuda_roots} PATH_SUFFIXES lib64 lib)
   if(HCOLL_CUDA_INCLUDE_DIR AND HCOLL_NCCL_INCLUDE_DIR AND HCOLL_CUDART_LIBRARY AND HCOLL_NCCL_LIBRARY
-     AND HCOLL_NCCL_SOURCES)
+     AND HCOLL_NVRTC_LIBRARY AND HCOLL_NCCL_SOURCES)
     set(HCOLL_NCCL_ENABLED 1)
     message(STATUS "hcoll: NCCL backend ON (${HCOLL_NCCL_LIBRARY}, ${HCOLL_CUDART_LIBRARY})")
   elseif(HCOLL_WITH_NCCL STREQUAL "ON")
@@ -21,8 +29,14 @@ if(NOT HCOLL_WITH_NCCL STREQUAL "OFF")
   endif()
 endif()
 
-function(hcoll_add_nccl_backend target)
+# Adds the backend to the object library `target`. The libraries are linked INTERFACE there (so
+# that the static archive's users get them) and PRIVATE into `shared`, which takes the objects
+# without linking the object library. Only cudart/nccl/nvrtc: never libcuda, so libhcoll still
+# loads on a machine without a driver (cudart then reports no device).
+function(hcoll_add_nccl_backend target shared)
   target_sources(${target} PRIVATE ${HCOLL_NCCL_SOURCES})
-  target_include_directories(${target} SYSTEM PRIVATE ${HCOLL_CUDA_INCLUDE_DIR} ${HCOLL_NCCL_INCLUDE_DIR})
-  target_link_libraries(${target} PRIVATE ${HCOLL_NCCL_LIBRARY} ${HCOLL_CUDART_LIBRARY})
+  target_include_directories(${target} SYSTEM PUBLIC ${HCOLL_CUDA_INCLUDE_DIR} ${HCOLL_NCCL_INCLUDE_DIR})
+  set(_libs ${HCOLL_NCCL_LIBRARY} ${HCOLL_CUDART_LIBRARY} ${HCOLL_NVRTC_LIBRARY})
+  target_link_libraries(${target} INTERFACE ${_libs})
+  target_link_libraries(${shared} PRIVATE ${_libs})
 endfunction()
