@@ -37,27 +37,27 @@ class Submission {
 
   // Adds member i (checked); `out` is the allreduce output or NULL.
   hcoll_status_t addMember(int i, bool grouped, const hcoll_tensor_t* in, const hcoll_tensor_t* out) {
-    CheckContext ctx{function_, grouped ? "ins[" + std::to_string(i) + "]" : "in"};
+    CheckContext ctx{function_, grouped ? "ins" : "in", grouped ? i : -1};
     TensorDesc input;
     if (hcoll_status_t s = checkTensor(ctx, in, &input); s != HCOLL_SUCCESS) return s;
     if (!op_->inputs.empty() && (op_->inputs[0].device == kHostDevice) != (input.device == kHostDevice)) {
       return fail(HCOLL_ERR_INVALID_ARGUMENT,
-                  std::string(function_) + ": " + ctx.where + ": a group mixes host and CUDA tensors");
+                  std::string(function_) + ": " + ctx.where() + ": a group mixes host and CUDA tensors");
     }
     if (!op_->inputs.empty() && op_->inputs[0].device != input.device) {
-      return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(function_) + ": " + ctx.where +
+      return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(function_) + ": " + ctx.where() +
                                                   ": a group spans CUDA devices " +
                                                   std::to_string(op_->inputs[0].device) + " and " +
                                                   std::to_string(input.device));
     }
     if (out != nullptr) {
-      CheckContext octx{function_, grouped ? "outs[" + std::to_string(i) + "]" : "out"};
+      CheckContext octx{function_, grouped ? "outs" : "out", grouped ? i : -1};
       TensorDesc output;
       if (hcoll_status_t s = checkTensor(octx, out, &output); s != HCOLL_SUCCESS) return s;
       if (output.dtype != input.dtype || output.shape != input.shape || output.device != input.device) {
         return fail(HCOLL_ERR_INVALID_ARGUMENT,
-                    std::string(function_) + ": " + octx.where + " (" + dataTypeName(output.dtype) +
-                        " " + shapeString(output.shape) + ") differs from " + ctx.where + " (" +
+                    std::string(function_) + ": " + octx.where() + " (" + dataTypeName(output.dtype) +
+                        " " + shapeString(output.shape) + ") differs from " + ctx.where() + " (" +
                         dataTypeName(input.dtype) + " " + shapeString(input.shape) +
                         ") in dtype, shape or device");
       }
@@ -79,10 +79,11 @@ class Submission {
     return HCOLL_SUCCESS;
   }
 
-  hcoll_status_t setReduction(hcoll_reduce_op_t op, double prescale, double postscale) {
+  hcoll_status_t setReduction(int op, double prescale, double postscale) {
     if (hcoll_status_t s = checkReduceOp(function_, op, prescale, postscale); s != HCOLL_SUCCESS) return s;
     for (size_t i = 0; i < op_->inputs.size(); ++i) {
-      CheckContext ctx{function_, memberName(i)};
+      const bool many = op_->inputs.size() > 1;
+      CheckContext ctx{function_, many ? "ins" : "in", many ? static_cast<int>(i) : -1};
       if (hcoll_status_t s = checkReductionOfType(ctx, op_->inputs[i].dtype, op, prescale, postscale);
           s != HCOLL_SUCCESS) {
         return s;
@@ -175,8 +176,7 @@ class Submission {
 
 hcoll_status_t allreduce(const char* fn, hcoll_comm_t comm, const char* name, int n, bool grouped,
                          const hcoll_tensor_t* ins, const hcoll_tensor_t* outs,
-                         hcoll_reduce_op_t op, double prescale, double postscale,
-                         hcoll_request_t* req) {
+                         int op, double prescale, double postscale, hcoll_request_t* req) {
   Submission sub(fn, OpKind::kAllreduce);
   HCOLL_TRY_(sub.begin(comm, name, req));
   if (grouped) HCOLL_TRY_(checkGroupSize(fn, n, ins));
@@ -211,7 +211,7 @@ hcoll_status_t broadcast(const char* fn, hcoll_comm_t comm, const char* name, in
 }
 
 hcoll_status_t reducescatter(const char* fn, hcoll_comm_t comm, const char* name, int n,
-                             bool grouped, const hcoll_tensor_t* ins, hcoll_reduce_op_t op,
+                             bool grouped, const hcoll_tensor_t* ins, int op,
                              double prescale, double postscale, hcoll_request_t* req) {
   Submission sub(fn, OpKind::kReducescatter);
   HCOLL_TRY_(sub.begin(comm, name, req));
@@ -234,7 +234,7 @@ HCOLL_API hcoll_status_t hcoll_allreduce(hcoll_comm_t comm, const char* name,
                                          hcoll_reduce_op_t op, double prescale, double postscale,
                                          hcoll_request_t* req) {
   return guarded("hcoll_allreduce", [&] {
-    return allreduce("hcoll_allreduce", comm, name, 1, false, in, out, op, prescale, postscale, req);
+    return allreduce("hcoll_allreduce", comm, name, 1, false, in, out, rawEnum(op), prescale, postscale, req);
   });
 }
 
@@ -244,7 +244,7 @@ HCOLL_API hcoll_status_t hcoll_grouped_allreduce(hcoll_comm_t comm, const char* 
                                                  double prescale, double postscale,
                                                  hcoll_request_t* req) {
   return guarded("hcoll_grouped_allreduce", [&] {
-    return allreduce("hcoll_grouped_allreduce", comm, name, n, true, ins, outs, op, prescale,
+    return allreduce("hcoll_grouped_allreduce", comm, name, n, true, ins, outs, rawEnum(op), prescale,
                      postscale, req);
   });
 }
@@ -295,7 +295,7 @@ HCOLL_API hcoll_status_t hcoll_reducescatter(hcoll_comm_t comm, const char* name
                                              double prescale, double postscale,
                                              hcoll_request_t* req) {
   return guarded("hcoll_reducescatter", [&] {
-    return reducescatter("hcoll_reducescatter", comm, name, 1, false, in, op, prescale, postscale, req);
+    return reducescatter("hcoll_reducescatter", comm, name, 1, false, in, rawEnum(op), prescale, postscale, req);
   });
 }
 
@@ -304,7 +304,7 @@ HCOLL_API hcoll_status_t hcoll_grouped_reducescatter(hcoll_comm_t comm, const ch
                                                      hcoll_reduce_op_t op, double prescale,
                                                      double postscale, hcoll_request_t* req) {
   return guarded("hcoll_grouped_reducescatter", [&] {
-    return reducescatter("hcoll_grouped_reducescatter", comm, name, n, true, ins, op, prescale,
+    return reducescatter("hcoll_grouped_reducescatter", comm, name, n, true, ins, rawEnum(op), prescale,
                          postscale, req);
   });
 }

@@ -11,14 +11,14 @@ namespace hcoll::bindings {
 namespace {
 
 hcoll_status_t invalid(const CheckContext& ctx, const std::string& what) {
-  return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(ctx.function) + ": " + ctx.where + ": " + what);
+  return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(ctx.function) + ": " + ctx.where() + ": " + what);
 }
 
 }  // namespace
 
 hcoll_status_t checkTensor(const CheckContext& ctx, const hcoll_tensor_t* t, TensorDesc* out) {
   if (t == nullptr) return invalid(ctx, "tensor pointer is NULL");
-  auto dtype = static_cast<int>(t->dtype);
+  const int dtype = rawEnum(t->dtype);
   if (dtype < 0 || dtype >= kNumDataTypes) {
     return invalid(ctx, "dtype " + std::to_string(dtype) + " is not an hcoll_dtype_t");
   }
@@ -47,7 +47,7 @@ hcoll_status_t checkTensor(const CheckContext& ctx, const hcoll_tensor_t* t, Ten
     backends::DeviceBackend* backend = backends::deviceBackend();
     if (backend == nullptr || !backend->available()) {
       return fail(HCOLL_ERR_UNSUPPORTED,
-                  std::string(ctx.function) + ": " + ctx.where + ": CUDA tensors (device " +
+                  std::string(ctx.function) + ": " + ctx.where() + ": CUDA tensors (device " +
                       std::to_string(t->device) + ") need the NCCL backend" +
                       (backend ? ", which found no usable CUDA device in this process"
                                : ", which this build does not have"));
@@ -61,9 +61,8 @@ hcoll_status_t checkTensor(const CheckContext& ctx, const hcoll_tensor_t* t, Ten
   return HCOLL_SUCCESS;
 }
 
-hcoll_status_t checkReduceOp(const char* function, hcoll_reduce_op_t op, double prescale,
-                             double postscale) {
-  auto v = static_cast<int>(op);
+hcoll_status_t checkReduceOp(const char* function, int op, double prescale, double postscale) {
+  const int v = op;
   if (v < 0 || v >= kNumReduceOps) {
     return fail(HCOLL_ERR_INVALID_ARGUMENT,
                 std::string(function) + ": op " + std::to_string(v) + " is not an hcoll_reduce_op_t");
@@ -75,7 +74,7 @@ hcoll_status_t checkReduceOp(const char* function, hcoll_reduce_op_t op, double 
   return HCOLL_SUCCESS;
 }
 
-hcoll_status_t checkReductionOfType(const CheckContext& ctx, DataType dtype, hcoll_reduce_op_t op,
+hcoll_status_t checkReductionOfType(const CheckContext& ctx, DataType dtype, int op,
                                     double prescale, double postscale) {
   if (dtype == DataType::kBool &&
       (op == HCOLL_AVERAGE || prescale != 1.0 || postscale != 1.0)) {

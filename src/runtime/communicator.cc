@@ -45,6 +45,7 @@ Status Communicator::submit(std::unique_ptr<LocalOp> op) {
     op->submittedAt = std::chrono::steady_clock::now();
     op->flightSeq = recorder_->submitted(op->spec);
     incoming_.push_back(std::move(op));
+    hasIncoming_.store(true, std::memory_order_release);
   }
   wake_.notify_one();
   return Status::ok();
@@ -87,6 +88,17 @@ void Communicator::run() {
       std::unique_lock<std::mutex> lock(mutex_);
       auto woken = [this] { return !incoming_.empty() || closing_ || abort_.load(); };
       if (pending.empty()) {
+        if (productive && !woken()) {
+          // A loop of collectives submits the next one within microseconds of the last one
+          // finishing: poll briefly before paying for a futex sleep and wake-up.
+          lock.unlock();
+          const auto until = std::chrono::steady_clock::now() + kIdlePoll;
+          while (!hasIncoming_.load(std::memory_order_acquire) &&
+                 std::chrono::steady_clock::now() < until) {
+            std::this_thread::yield();
+          }
+          lock.lock();
+        }
         wake_.wait(lock, woken);  // idle: sleep until work arrives
       } else if (!productive) {
         // Unmatched work: give other ranks (and this rank's callers) a cycle before re-asking.
@@ -95,6 +107,7 @@ void Communicator::run() {
       if (abort_.load()) break;
       for (auto& op : incoming_) pending.add(std::move(op));
       incoming_.clear();
+      hasIncoming_.store(false, std::memory_order_relaxed);
       closing = closing_;
     }
     if (closing && !closeStarted) closeStarted = std::chrono::steady_clock::now();

@@ -77,6 +77,8 @@ class Communicator {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::vector<std::unique_ptr<LocalOp>> incoming_;
+  std::atomic<bool> hasIncoming_{false};  // incoming_ is non-empty (read without the mutex)
+  static constexpr std::chrono::microseconds kIdlePoll{50};  // poll for more work before sleeping
   std::unordered_set<std::string> inFlight_;
   std::array<uint64_t, kNumOpKinds> autoNameCounters_{};
   bool closing_ = false;

@@ -2,6 +2,7 @@
 // The completion state of one submitted operation, shared by the caller's handle and the
 // communicator's thread. Outputs are attached by the thread before it completes the request.
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -36,6 +37,8 @@ struct OutputTensor {
 
 class Request {
  public:
+  static constexpr int kSpinMicros = 50;  // wait() polls this long before sleeping
+
   explicit Request(std::shared_ptr<const OutputAllocator> allocator)
       : allocator_(std::move(allocator)) {}
   ~Request();
@@ -66,7 +69,7 @@ class Request {
  private:
   mutable std::mutex mutex_;
   mutable std::condition_variable done_;
-  Code code_ = Code::kInProgress;
+  std::atomic<Code> code_{Code::kInProgress};  // written under mutex_, read without it
   std::string message_;
   std::shared_ptr<const OutputAllocator> allocator_;
   std::vector<OutputTensor> outputs_;
