@@ -52,9 +52,10 @@ def initialize(mpi_comm=None):
 
 
 def shutdown():
-    """Shuts hcoll down; every Comm and Request handle becomes invalid."""
+    """Shuts hcoll down. Comm handles become invalid; requests stay valid (an operation still
+    pending reports SHUT_DOWN from wait()/test())."""
     _check(lib.hcoll_shutdown())
-    _orphans.clear()  # every operation has ended (SHUT_DOWN at worst) and every handle is gone
+    _reap_orphans()  # every operation has ended (SHUT_DOWN at worst): free the dropped ones
 
 
 def is_initialized():
@@ -112,7 +113,7 @@ class _Handle:
             if lib.hcoll_test(self.value) == _lib.IN_PROGRESS:
                 _orphans.append((self.value, self.keep))
             else:
-                lib.hcoll_request_free(self.value)  # INVALID_HANDLE after shutdown is harmless
+                lib.hcoll_request_free(self.value)
         except Exception:  # interpreter teardown: the library may already be gone
             pass
 
