@@ -12,6 +12,11 @@
 
 #include "hcoll/hcoll.h"
 
+extern "C" hcoll_status_t hostileAllreduceOp(hcoll_comm_t, const hcoll_tensor_t*, int,
+                                             hcoll_request_t*);
+extern "C" hcoll_status_t hostileReducescatterOp(hcoll_comm_t, const hcoll_tensor_t*, int,
+                                                 hcoll_request_t*);
+
 namespace {
 
 struct BadCall {
@@ -134,7 +139,6 @@ int main() {
   });
   hcoll_tensor_t threeRows = with([&](hcoll_tensor_t& t) { t.shape = shape3; });
   hcoll_tensor_t group[2] = {good, cuda};
-  const auto badOp = static_cast<hcoll_reduce_op_t>(17);
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const double inf = std::numeric_limits<double>::infinity();
   std::vector<int64_t> negSplits(static_cast<size_t>(size), 0);
@@ -236,11 +240,9 @@ int main() {
        [&] { return hcoll_reducescatter(w, "a", &scalar, HCOLL_SUM, 1, 1, &req); }},
       // Enums and scalars.
       {"reduce op 17", HCOLL_ERR_INVALID_ARGUMENT,
-       [&] { return hcoll_allreduce(w, "a", &good, &good, badOp, 1, 1, &req); }},
+       [&] { return hostileAllreduceOp(w, &good, 17, &req); }},
       {"reduce op -1", HCOLL_ERR_INVALID_ARGUMENT,
-       [&] {
-         return hcoll_reducescatter(w, "a", &good, static_cast<hcoll_reduce_op_t>(-1), 1, 1, &req);
-       }},
+       [&] { return hostileReducescatterOp(w, &good, -1, &req); }},
       {"prescale NaN", HCOLL_ERR_INVALID_ARGUMENT,
        [&] { return hcoll_allreduce(w, "a", &good, &good, HCOLL_SUM, nan, 1, &req); }},
       {"postscale inf", HCOLL_ERR_INVALID_ARGUMENT,
