@@ -113,7 +113,8 @@ std::vector<std::string> FlightRecorder::describe() const {
                   "  #%llu '%s' %s %s members=%u elements=%llu bytes=%llu state=%s%s%s "
                   "t=%s/%s/%s/%s",
                   static_cast<unsigned long long>(e.seq), e.name.data(), opKindName(e.kind),
-                  e.members == 0 ? "-" : dataTypeName(e.dtype), e.members, static_cast<unsigned long long>(e.elements),
+                  e.members == 0 ? "-" : dataTypeName(e.dtype), e.members,
+                  static_cast<unsigned long long>(e.elements),
                   static_cast<unsigned long long>(e.bytes), flightStateName(e.state),
                   e.state == FlightState::kDone ? " " : "",
                   e.state == FlightState::kDone ? outcome(e.code) : "", ago(e.at[0]).c_str(),
