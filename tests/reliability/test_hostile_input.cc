@@ -297,14 +297,22 @@ int main() {
   float dupData[4] = {1, 1, 1, 1};
   hcoll_tensor_t dupT = with([&](hcoll_tensor_t& t) { t.data = dupData; });
   hcoll_request_t first = HCOLL_REQUEST_NULL;
+  hcoll_request_t fence = HCOLL_REQUEST_NULL;
+  // Rank 1 submits its 'dup' only after a barrier that rank 0 enters after its second attempt,
+  // so the first 'dup' is surely still in flight then (a barrier may overtake named ops).
   if (rank == 0) {
     hcoll_allreduce(w, "dup", &dupT, &dupT, HCOLL_SUM, 1, 1, &first);
     runTable("in flight", {{"second op named 'dup'", HCOLL_ERR_DUPLICATE_NAME, [&] {
                               return hcoll_allreduce(w, "dup", &dupT, &dupT, HCOLL_SUM, 1, 1, &req);
                             }}});
+    hcoll_barrier(w, &fence);
+    hcoll_wait(fence, 30);
   } else {
+    hcoll_barrier(w, &fence);
+    hcoll_wait(fence, 30);
     hcoll_allreduce(w, "dup", &dupT, &dupT, HCOLL_SUM, 1, 1, &first);
   }
+  hcoll_request_free(fence);
   ++gChecked;
   if (hcoll_wait(first, 30) != HCOLL_SUCCESS || dupData[0] != static_cast<float>(size)) {
     ++gFailures;
