@@ -249,8 +249,8 @@ int main(int argc, char** argv) {
       rank, gDone.load(), secs, gFailures.load(), warmKiB, endKiB, growthKiB);
   // Flat memory: a little allocator noise is fine, a per-op leak is not.
   constexpr long kMaxGrowthKiB = 24 * 1024;
-#if defined(__SANITIZE_ADDRESS__)
-  // ASan's quarantine keeps freed memory resident by design; LeakSanitizer checks leaks instead.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // ASan's quarantine and TSan's shadow keep memory resident by design; LSan checks leaks.
   const bool checkMemory = false;
 #else
   const bool checkMemory = true;
