@@ -6,19 +6,20 @@
 
 #include "backends/backend.h"
 #include "backends/device.h"
+#include "runtime/output_pool.h"
 
 namespace hcoll::runtime {
 namespace {
 
-// Runtime-owned outputs: malloc on the host, the device backend's memory on a device.
+// Runtime-owned outputs: the output pool on the host, the device backend's memory on a device.
 void* allocateOutput(int32_t device, size_t bytes) {
-  if (device == kHostDevice) return std::malloc(bytes);
+  if (device == kHostDevice) return OutputPool::instance().allocate(bytes);
   backends::DeviceBackend* backend = backends::deviceBackend();
   return backend ? backend->allocate(device, bytes) : nullptr;
 }
 
 void releaseOutput(int32_t device, void* data) {
-  if (device == kHostDevice) return std::free(data);
+  if (device == kHostDevice) return OutputPool::instance().release(data);
   if (backends::DeviceBackend* backend = backends::deviceBackend()) backend->release(device, data);
 }
 

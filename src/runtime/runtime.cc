@@ -6,6 +6,7 @@
 #include "fusion/fusion_allocator.h"
 #include "runtime/flight_recorder.h"
 #include "runtime/logging.h"
+#include "runtime/output_pool.h"
 
 namespace hcoll::runtime {
 namespace {
@@ -64,6 +65,7 @@ Status Runtime::shutdown() {
   }
   FlightRecorder::reset();
   fusion::FusionAllocator::instance().trim();
+  OutputPool::instance().trim();
   return Status::ok();
 }
 
