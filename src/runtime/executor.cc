@@ -127,16 +127,16 @@ Status Executor::submitAndWait(backends::PendingPtr pending, size_t bytes, size_
 
 Status Executor::planeFor(const std::vector<Item>& items, Plane* out) {
   for (const Item& it : items) {
-    if (it.op) return planeFor(it.op->inputs[it.member].device, it.op, out);
+    if (it.op) return planeFor(it.op->inputs[it.member].device, out);
   }
   // A joined rank has no tensor: it contributes on a device plane it already has, else on the
   // ordinal rank 0 announced.
   const int32_t announced = items[0].response->spec.device;
-  if (announced == kHostDevice || devices_.empty()) return planeFor(announced, nullptr, out);
-  return planeFor(devices_.begin()->first, nullptr, out);
+  if (announced == kHostDevice || devices_.empty()) return planeFor(announced, out);
+  return planeFor(devices_.begin()->first, out);
 }
 
-Status Executor::planeFor(int32_t device, const LocalOp* /*op*/, Plane* out) {
+Status Executor::planeFor(int32_t device, Plane* out) {
   if (device == kHostDevice) {
     *out = Plane{&channel_, &backends::hostMemoryOps(), nullptr, fusion::BufferKey{}};
     return Status::ok();
@@ -528,7 +528,7 @@ Status Executor::alltoall(const Response& r, LocalOp& op) {
   std::vector<int64_t> shape = local.shape;
   shape[0] = rows;
   Plane plane;
-  HCOLL_RETURN_IF_ERROR(planeFor(op.inputs[0].device, &op, &plane));
+  HCOLL_RETURN_IF_ERROR(planeFor(op.inputs[0].device, &plane));
   const std::vector<Item> items{Item{&r, 0, &op, nullptr}};
   HCOLL_RETURN_IF_ERROR(beginPlane(plane, items));
   void* out = nullptr;

@@ -52,7 +52,7 @@ class Executor {
                        std::chrono::steady_clock::time_point start);
   // The plane of a batch: host memory, or the (lazily created) device plane of its device.
   Status planeFor(const std::vector<Item>& items, Plane* out);
-  Status planeFor(int32_t device, const LocalOp* op, Plane* out);
+  Status planeFor(int32_t device, Plane* out);
   // Device planes: orders the batch after its callers' streams at submission / completes it.
   Status beginPlane(const Plane& plane, const std::vector<Item>& items);
   Status endPlane(const Plane& plane, const std::vector<Item>& items);
