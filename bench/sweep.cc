@@ -190,6 +190,8 @@ void runSweep(Context& ctx) {
   std::vector<size_t> sizes;
   for (size_t b = 8; b <= maxBytes; b *= 4) sizes.push_back(b);
   if (sizes.back() != maxBytes) sizes.push_back(maxBytes);
+  if (!ctx.options.quick) sizes.push_back(4u << 20);  // the 4 MiB point the core issue quotes
+  std::sort(sizes.begin(), sizes.end());
 
   for (const Collective& coll : all) {
     if (!ctx.options.wants("sweep") && !ctx.options.wants(coll.name)) continue;

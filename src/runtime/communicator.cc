@@ -129,16 +129,16 @@ void Communicator::run() {
       broken = !closing;
       break;
     }
-    for (const Response& r : round.responses) {
-      if (const LocalOp* op = pending.find(r.spec.name)) {
+    for (const ResponsePtr& r : round.responses) {
+      if (const LocalOp* op = pending.find(r->spec.name)) {
         recorder_->advance(op->flightSeq, FlightState::kNegotiated);
       }
     }
     if (round.slowPath) stats_.slowPath.fetch_add(1, std::memory_order_relaxed);
     stats_.cacheHits.fetch_add(round.fromCache, std::memory_order_relaxed);
     if (timeline_) recordRound(roundStart, round, pending);
-    for (const Response& r : round.responses) {
-      if (const LocalOp* op = pending.find(r.spec.name)) {
+    for (const ResponsePtr& r : round.responses) {
+      if (const LocalOp* op = pending.find(r->spec.name)) {
         recorder_->advance(op->flightSeq, FlightState::kRunning);
       }
     }
@@ -161,7 +161,7 @@ void Communicator::recordRound(std::chrono::steady_clock::time_point start,
   const auto now = std::chrono::steady_clock::now();
   timeline_->cycle(timelineTrack_, start, now, round.slowPath, round.responses.size());
   for (size_t i = 0; i < round.responses.size(); ++i) {
-    const Response& r = round.responses[i];
+    const Response& r = *round.responses[i];
     if (const LocalOp* op = pending.find(r.spec.name)) {
       std::string args = std::string(R"({"kind":")") + opKindName(r.spec.kind) +
                          R"(","cached":)" + (i < round.fromCache ? "true" : "false") + "}";

@@ -182,10 +182,10 @@ Status Executor::endPlane(const Plane& plane, const std::vector<Item>& items) {
   return waitFor(*plane.device->fence(), dataPlanePolicy(), abort_);
 }
 
-void Executor::execute(const std::vector<Response>& responses, PendingOps& pending) {
+void Executor::execute(const std::vector<ResponsePtr>& responses, PendingOps& pending) {
   size_t i = 0;
   while (i < responses.size()) {
-    const Response& r = responses[i];
+    const Response& r = *responses[i];
     if (r.error != Code::kSuccess) {
       if (auto op = pending.take(r.spec.name)) finish_(std::move(op), Status(r.error, r.errorMessage));
       ++i;
@@ -193,9 +193,9 @@ void Executor::execute(const std::vector<Response>& responses, PendingOps& pendi
     }
     if (isFusibleKind(r.spec.kind)) {
       std::vector<const Response*> run{&r};
-      while (++i < responses.size() && responses[i].error == Code::kSuccess &&
-             sameFusionKey(responses[i].spec, r.spec)) {
-        run.push_back(&responses[i]);
+      while (++i < responses.size() && responses[i]->error == Code::kSuccess &&
+             sameFusionKey(responses[i]->spec, r.spec)) {
+        run.push_back(responses[i].get());
       }
       runFusible(run, pending);
       continue;

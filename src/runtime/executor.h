@@ -29,7 +29,7 @@ class Executor {
 
   // Runs `responses` in order. Every local op a response names is taken out of `pending` and
   // handed to `finish` with its final status.
-  void execute(const std::vector<Response>& responses, PendingOps& pending);
+  void execute(const std::vector<ResponsePtr>& responses, PendingOps& pending);
   // Records EXECUTE spans of every operation on `timeline` (may be null) track `track`.
   void setTimeline(Timeline* timeline, int track) {
     timeline_ = timeline;

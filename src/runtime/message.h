@@ -3,6 +3,7 @@
 // (a Response per ready operation, in a ResponseList). The wire encoding lives in wire.h.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,10 @@ struct Response {
   // response can be replayed without asking the coordinator.
   bool matchesLocal(const OpSpec& local, int rank, int size) const;
 };
+
+// Responses are shared, not copied, between the response cache and a round's list: a cached
+// grouped operation replays every round, and its spec holds one shape per member.
+using ResponsePtr = std::shared_ptr<const Response>;
 
 struct ResponseList {
   std::vector<Response> responses;

@@ -96,8 +96,8 @@ Status Negotiator::round(PendingOps& pending, bool closing, RoundResult* out) {
   std::vector<int> replayedSlots;
   for (size_t slot = 0; slot < slots; ++slot) {
     if ((words_[1 + slot / 64] >> (slot % 64)) & 1) {
-      out->responses.push_back(cache_.at(static_cast<int>(slot)));
-      replayed.push_back(out->responses.back().spec.name);
+      out->responses.push_back(cache_.shared(static_cast<int>(slot)));
+      replayed.push_back(out->responses.back()->spec.name);
       replayedSlots.push_back(static_cast<int>(slot));
     }
   }
@@ -113,9 +113,9 @@ Status Negotiator::round(PendingOps& pending, bool closing, RoundResult* out) {
 
   for (int slot : replayedSlots) cache_.touch(slot);
   for (size_t i = out->fromCache; i < out->responses.size(); ++i) {
-    const Response& r = out->responses[i];
+    const Response& r = *out->responses[i];
     if (r.cacheable()) {
-      cache_.put(r);
+      cache_.put(out->responses[i]);
     } else {
       cache_.erase(r.spec.name);
     }
@@ -125,7 +125,7 @@ Status Negotiator::round(PendingOps& pending, bool closing, RoundResult* out) {
 
 Status Negotiator::exchangeWithCoordinator(PendingOps& pending,
                                            const std::vector<std::string>& replayed,
-                                           std::vector<Response>* out) {
+                                           std::vector<ResponsePtr>* out) {
   RequestList mine;
   for (auto& op : pending.all()) {
     if (op->announced ||
@@ -160,7 +160,7 @@ Status Negotiator::exchangeWithCoordinator(PendingOps& pending,
   }
   ResponseList responses;
   HCOLL_RETURN_IF_ERROR(wire::decode(answer.data(), answer.size(), &responses));
-  for (Response& r : responses.responses) out->push_back(std::move(r));
+  for (Response& r : responses.responses) out->push_back(std::make_shared<const Response>(std::move(r)));
   return Status::ok();
 }
 

@@ -20,7 +20,7 @@
 namespace hcoll::runtime {
 
 struct RoundResult {
-  std::vector<Response> responses;  // identical on every rank, in execution order
+  std::vector<ResponsePtr> responses;  // identical on every rank, in execution order
   size_t fromCache = 0;             // the first `fromCache` responses were replayed from the cache
   bool slowPath = false;
   bool allClosing = false;          // every rank is destroying the communicator
@@ -45,7 +45,7 @@ class Negotiator {
  private:
   // Announces what the cache could not replay; appends the coordinator's responses.
   Status exchangeWithCoordinator(PendingOps& pending, const std::vector<std::string>& replayed,
-                                 std::vector<Response>* out);
+                                 std::vector<ResponsePtr>* out);
   // Rank 0: warns about, and past the shutdown time fails, operations some ranks never submit.
   void inspectStalls(std::vector<Response>* out);
   // Waits for one control-plane step of the round. Peers with nothing pending sleep and never

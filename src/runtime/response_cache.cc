@@ -5,17 +5,18 @@ namespace hcoll::runtime {
 int ResponseCache::lookup(const OpSpec& local, int rank, int size) const {
   auto it = byName_.find(local.name);
   if (it == byName_.end()) return -1;
-  return slots_[it->second]->response.matchesLocal(local, rank, size) ? it->second : -1;
+  return slots_[it->second]->response->matchesLocal(local, rank, size) ? it->second : -1;
 }
 
-void ResponseCache::put(const Response& response) {
+void ResponseCache::put(ResponsePtr response) {
   if (!enabled()) return;
-  if (auto it = byName_.find(response.spec.name); it != byName_.end()) {
+  const std::string& name = response->spec.name;
+  if (auto it = byName_.find(name); it != byName_.end()) {
     slots_[it->second]->response = response;
     touch(it->second);
     return;
   }
-  if (byName_.size() >= capacity_) erase(slots_[lru_.back()]->response.spec.name);
+  if (byName_.size() >= capacity_) erase(slots_[lru_.back()]->response->spec.name);
   int slot;
   if (!freeSlots_.empty()) {
     slot = *freeSlots_.begin();
@@ -25,8 +26,8 @@ void ResponseCache::put(const Response& response) {
     slots_.emplace_back();
   }
   lru_.push_front(slot);
-  slots_[slot] = Entry{response, lru_.begin()};
-  byName_[response.spec.name] = slot;
+  byName_[name] = slot;
+  slots_[slot] = Entry{std::move(response), lru_.begin()};
 }
 
 void ResponseCache::touch(int slot) {

@@ -26,16 +26,18 @@ class ResponseCache {
 
   // The slot whose response this rank's `local` op would replay, or -1.
   int lookup(const OpSpec& local, int rank, int size) const;
-  const Response& at(int slot) const { return slots_[slot]->response; }
+  const Response& at(int slot) const { return *slots_[slot]->response; }
+  const ResponsePtr& shared(int slot) const { return slots_[slot]->response; }
 
   // Inserts or replaces the response for its name, evicting the least recently used if full.
-  void put(const Response& response);
+  void put(ResponsePtr response);
+  void put(const Response& response) { put(std::make_shared<const Response>(response)); }
   void touch(int slot);
   void erase(const std::string& name);
 
  private:
   struct Entry {
-    Response response;
+    ResponsePtr response;
     std::list<int>::iterator lruPosition;
   };
   uint32_t capacity_;
