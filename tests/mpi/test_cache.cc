@@ -11,13 +11,6 @@ using namespace htest;
 
 namespace {
 
-hcoll_comm_stats_t stats(hcoll_comm_t comm) {
-  hcoll_comm_stats_t s{};
-  s.mask = HCOLL_COMM_STATS_FIELD_ALL;
-  REQUIRE(hcoll_comm_stats(comm, &s) == HCOLL_SUCCESS);
-  return s;
-}
-
 struct StepDelta {
   uint64_t hits, slow;
 };
@@ -33,14 +26,14 @@ StepDelta namedStep(const std::string& prefix, int count, int64_t elems) {
     for (int64_t i = 0; i < ts[k].elements(); ++i) ts[k].set(i, r + k);
     ds.push_back(ts[k].desc());
   }
-  auto before = stats(world());
+  auto before = commStats(world());
   std::vector<hcoll_request_t> reqs(count);
   for (int k = 0; k < count; ++k) {
     const std::string name = prefix + "." + std::to_string(k);
     HCOLL_REQUIRE_OK(hcoll_allreduce(world(), name.c_str(), &ds[k], &ds[k], HCOLL_SUM, 1.0, 1.0, &reqs[k]));
   }
   for (auto req : reqs) HCOLL_REQUIRE_OK(waitAndFree(req));
-  auto after = stats(world());
+  auto after = commStats(world());
   for (int k = 0; k < count; ++k) {
     REQUIRE(ts[k].get(0) == n * (n - 1) / 2 + n * k);
     REQUIRE(ts[k].get(ts[k].elements() - 1) == n * (n - 1) / 2 + n * k);
@@ -104,12 +97,12 @@ TEST_CASE("cache: grouped operations are cached as one entry", "[cache]") {
   for (int step = 0; step < 3; ++step) {
     for (int k = 0; k < 10; ++k)
       for (int i = 0; i < 3; ++i) ts[k].set(i, r + k);
-    auto before = stats(world());
+    auto before = commStats(world());
     hcoll_request_t req;
     HCOLL_REQUIRE_OK(hcoll_grouped_allreduce(world(), "cache.group", 10, ds.data(), ds.data(),
                                              HCOLL_SUM, 1.0, 1.0, &req));
     HCOLL_REQUIRE_OK(waitAndFree(req));
-    auto after = stats(world());
+    auto after = commStats(world());
     for (int k = 0; k < 10; ++k) REQUIRE(ts[k].get(2) == n * (n - 1) / 2 + n * k);
     if (step > 0) {
       CHECK(after.cache_hits - before.cache_hits == 1);

@@ -10,13 +10,6 @@ using namespace htest;
 
 namespace {
 
-hcoll_comm_stats_t stats(hcoll_comm_t comm) {
-  hcoll_comm_stats_t s{};
-  s.mask = HCOLL_COMM_STATS_FIELD_ALL;
-  REQUIRE(hcoll_comm_stats(comm, &s) == HCOLL_SUCCESS);
-  return s;
-}
-
 // n float32 tensors of `elems` elements each; member k of rank r holds r + k + (i % 3).
 struct Group {
   std::vector<Tensor> tensors;
@@ -35,12 +28,12 @@ struct Group {
 TEST_CASE("fusion: a 100-tensor grouped allreduce is one backend call", "[fusion]") {
   const int r = worldRank(), n = worldSize();
   Group in(100, {1024}, r), out(100, {1024}, -1000);
-  auto before = stats(world());
+  auto before = commStats(world());
   hcoll_request_t req;
   HCOLL_REQUIRE_OK(hcoll_grouped_allreduce(world(), "fusion.ar100", 100, in.descs.data(),
                                            out.descs.data(), HCOLL_SUM, 1.0, 1.0, &req));
   HCOLL_REQUIRE_OK(waitAndFree(req));
-  auto after = stats(world());
+  auto after = commStats(world());
   CHECK(after.backend_calls - before.backend_calls == 1);
   CHECK(after.fused_tensors - before.fused_tensors == 100);
   CHECK(after.bytes - before.bytes == 100 * 1024 * 4);
@@ -65,10 +58,10 @@ TEST_CASE("fusion: grouped allgather, broadcast and reducescatter are one call e
       for (int64_t i = 0; i < ts[k].elements(); ++i) ts[k].set(i, 100 * r + 10 * k + i % 7);
       ds.push_back(ts[k].desc());
     }
-    auto before = stats(world());
+    auto before = commStats(world());
     HCOLL_REQUIRE_OK(hcoll_grouped_allgather(world(), "fusion.ag", 3, ds.data(), &req));
     HCOLL_REQUIRE_OK(hcoll_wait(req, 30));
-    auto after = stats(world());
+    auto after = commStats(world());
     CHECK(after.backend_calls - before.backend_calls == 1);
     for (int k = 0; k < 3; ++k) {
       hcoll_tensor_t out;
@@ -95,10 +88,10 @@ TEST_CASE("fusion: grouped allgather, broadcast and reducescatter are one call e
       for (int64_t i = 0; i < ts[k].elements(); ++i) ts[k].set(i, r == n - 1 ? 10 * k + i : 99);
       ds.push_back(ts[k].desc());
     }
-    auto before = stats(world());
+    auto before = commStats(world());
     HCOLL_REQUIRE_OK(hcoll_grouped_broadcast(world(), "fusion.bc", 3, ds.data(), n - 1, &req));
     HCOLL_REQUIRE_OK(waitAndFree(req));
-    auto after = stats(world());
+    auto after = commStats(world());
     CHECK(after.backend_calls - before.backend_calls == 1);
     for (size_t k = 0; k < ts.size(); ++k) {
       for (int64_t i = 0; i < ts[k].elements(); ++i) REQUIRE(ts[k].get(i) == 10 * k + i);
@@ -106,11 +99,11 @@ TEST_CASE("fusion: grouped allgather, broadcast and reducescatter are one call e
   }
   SECTION("reducescatter, uneven rows") {
     Group in(4, {2 * n + 1, 2}, r);
-    auto before = stats(world());
+    auto before = commStats(world());
     HCOLL_REQUIRE_OK(hcoll_grouped_reducescatter(world(), "fusion.rs", 4, in.descs.data(), HCOLL_SUM,
                                                  1.0, 1.0, &req));
     HCOLL_REQUIRE_OK(hcoll_wait(req, 30));
-    auto after = stats(world());
+    auto after = commStats(world());
     CHECK(after.backend_calls - before.backend_calls == 1);
     const int64_t d0 = 2 * n + 1;
     const int64_t rows = d0 / n + (r < d0 % n ? 1 : 0);
@@ -137,12 +130,12 @@ TEST_CASE("fusion: a group larger than the fusion threshold is split but stays r
   const int r = worldRank(), n = worldSize();
   // 40 members of 1 KiB: 4 fit a 4 KiB buffer, so at least 10 calls, far fewer than 40.
   Group in(40, {256}, r), out(40, {256}, -1000);
-  auto before = stats(world());
+  auto before = commStats(world());
   hcoll_request_t req;
   HCOLL_REQUIRE_OK(hcoll_grouped_allreduce(world(), "fusion.split", 40, in.descs.data(),
                                            out.descs.data(), HCOLL_SUM, 1.0, 1.0, &req));
   HCOLL_REQUIRE_OK(waitAndFree(req));
-  auto after = stats(world());
+  auto after = commStats(world());
   const uint64_t calls = after.backend_calls - before.backend_calls;
   CHECK(calls >= 10);
   CHECK(calls < 40);

@@ -26,6 +26,15 @@ int sizeOf(hcoll_comm_t comm);
     REQUIRE(status_ == HCOLL_SUCCESS);                                           \
   } while (0)
 
+// Every counter of hcoll_comm_stats (the call must succeed). Inline, so that programs sharing
+// test_util.cc without Catch2's runner (the reliability tests) do not need its runtime.
+inline hcoll_comm_stats_t commStats(hcoll_comm_t comm) {
+  hcoll_comm_stats_t s{};
+  s.mask = HCOLL_COMM_STATS_FIELD_ALL;
+  REQUIRE(hcoll_comm_stats(comm, &s) == HCOLL_SUCCESS);
+  return s;
+}
+
 // Waits (30 s at most, so a hang fails the test) and frees the request; returns the status.
 hcoll_status_t waitAndFree(hcoll_request_t req, double timeoutSeconds = 30.0);
 
