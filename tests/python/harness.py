@@ -22,6 +22,15 @@ def done(req):
     return req
 
 
+def setup_world():
+    """Initializes hcoll; returns (world communicator, rank, size) for a test module's globals."""
+    import hcoll
+
+    hcoll.initialize()
+    world = hcoll.world()
+    return world, world.rank, world.size
+
+
 def run(module_globals, setup=None, teardown=None):
     tests = [(n, f) for n, f in module_globals.items() if n.startswith("test_") and callable(f)]
     tests.sort(key=lambda item: inspect.getsourcelines(item[1])[1])
