@@ -84,8 +84,18 @@ def test_sync_errors():
 
 def test_duplicate_name():
     a = np.ones(3, np.float32)
-    first = W.allreduce(a, name="dup")
-    expect_error(hcoll.ERR_DUPLICATE_NAME, lambda: W.allreduce(np.ones(3, np.float32), name="dup"))
+    # Only rank 0 tries the duplicate, and the other ranks submit their 'dup' after a barrier that
+    # rank 0 enters after its attempt (a barrier may overtake named ops): otherwise the first 'dup'
+    # can complete before the second call and the name is legitimately free again.
+    if R == 0:
+        first = W.allreduce(a, name="dup")
+        expect_error(hcoll.ERR_DUPLICATE_NAME,
+                     lambda: W.allreduce(np.ones(3, np.float32), name="dup"), contains="dup")
+        assert not first.test(), "the first 'dup' is still in flight"
+        done(W.barrier())
+    else:
+        done(W.barrier())
+        first = W.allreduce(a, name="dup")
     done(first)
     assert np.all(a == N), "the first operation is unaffected"
 
