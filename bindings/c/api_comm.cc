@@ -25,9 +25,35 @@ hcoll_status_t query(const char* function, hcoll_comm_t comm, int* out, Get get)
   std::shared_ptr<Runtime> rt;
   std::shared_ptr<Communicator> c;
   if (hcoll_status_t s = resolveComm(function, comm, &rt, &c); s != HCOLL_SUCCESS) return s;
-  if (out == nullptr) return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(function) + ": out is NULL");
+  if (out == nullptr)
+    return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(function) + ": out is NULL");
   *out = get(*c);
   return HCOLL_SUCCESS;
+}
+
+// A collective communicator call with bad arguments on this rank: the rank still takes part (as
+// a refusal) so that the other ranks fail instead of waiting for it forever.
+hcoll_status_t refuse(Runtime& rt, Communicator& parent, hcoll::OpKind kind,
+                      const std::string& message) {
+  return toC(rt.refuseCommOp(parent, kind, hcoll::invalidArgument(message)));
+}
+
+// comm_create's rank list: n in [1, size], every rank of the parent at most once.
+std::string rankListError(const int* ranks, int n, int size) {
+  if (ranks == nullptr) return "ranks is NULL";
+  if (n < 1 || n > size) {
+    return "n = " + std::to_string(n) + " is outside [1, " + std::to_string(size) + "]";
+  }
+  std::vector<bool> seen(static_cast<size_t>(size), false);
+  for (int i = 0; i < n; ++i) {
+    if (ranks[i] < 0 || ranks[i] >= size) {
+      return "ranks[" + std::to_string(i) + "] = " + std::to_string(ranks[i]) +
+             " is not a rank of the parent";
+    }
+    if (seen[ranks[i]]) return "rank " + std::to_string(ranks[i]) + " is listed twice";
+    seen[ranks[i]] = true;
+  }
+  return "";
 }
 
 }  // namespace
@@ -44,8 +70,11 @@ HCOLL_API hcoll_status_t hcoll_comm_split(hcoll_comm_t parent, int color, int ke
   return guarded("hcoll_comm_split", [&] {
     std::shared_ptr<Runtime> rt;
     std::shared_ptr<Communicator> p;
-    if (hcoll_status_t s = resolveComm("hcoll_comm_split", parent, &rt, &p); s != HCOLL_SUCCESS) return s;
-    if (out == nullptr) return fail(HCOLL_ERR_INVALID_ARGUMENT, "hcoll_comm_split: out is NULL");
+    if (hcoll_status_t s = resolveComm("hcoll_comm_split", parent, &rt, &p); s != HCOLL_SUCCESS)
+      return s;
+    if (out == nullptr) {
+      return refuse(*rt, *p, hcoll::OpKind::kCommSplit, "hcoll_comm_split: out is NULL");
+    }
     std::shared_ptr<Communicator> comm;
     hcoll::Status s = rt->split(*p, color < 0 ? -1 : color, key, &comm);
     return publish("hcoll_comm_split", s, std::move(comm), out);
@@ -57,30 +86,14 @@ HCOLL_API hcoll_status_t hcoll_comm_create(hcoll_comm_t parent, const int* ranks
   return guarded("hcoll_comm_create", [&] {
     std::shared_ptr<Runtime> rt;
     std::shared_ptr<Communicator> p;
-    if (hcoll_status_t s = resolveComm("hcoll_comm_create", parent, &rt, &p); s != HCOLL_SUCCESS) return s;
-    if (out == nullptr || ranks == nullptr) {
-      return fail(HCOLL_ERR_INVALID_ARGUMENT, "hcoll_comm_create: ranks or out is NULL");
-    }
-    if (n < 1 || n > p->size()) {
-      return fail(HCOLL_ERR_INVALID_ARGUMENT, "hcoll_comm_create: n = " + std::to_string(n) +
-                                                  " is outside [1, " + std::to_string(p->size()) + "]");
-    }
-    std::vector<int32_t> list(ranks, ranks + n);
-    std::vector<bool> seen(static_cast<size_t>(p->size()), false);
-    for (int i = 0; i < n; ++i) {
-      if (list[i] < 0 || list[i] >= p->size()) {
-        return fail(HCOLL_ERR_INVALID_ARGUMENT, "hcoll_comm_create: ranks[" + std::to_string(i) +
-                                                    "] = " + std::to_string(list[i]) +
-                                                    " is not a rank of the parent");
-      }
-      if (seen[list[i]]) {
-        return fail(HCOLL_ERR_INVALID_ARGUMENT, "hcoll_comm_create: rank " +
-                                                    std::to_string(list[i]) + " is listed twice");
-      }
-      seen[list[i]] = true;
+    if (hcoll_status_t s = resolveComm("hcoll_comm_create", parent, &rt, &p); s != HCOLL_SUCCESS)
+      return s;
+    std::string error = out == nullptr ? "out is NULL" : rankListError(ranks, n, p->size());
+    if (!error.empty()) {
+      return refuse(*rt, *p, hcoll::OpKind::kCommCreate, "hcoll_comm_create: " + error);
     }
     std::shared_ptr<Communicator> comm;
-    hcoll::Status s = rt->create(*p, list, &comm);
+    hcoll::Status s = rt->create(*p, std::vector<int32_t>(ranks, ranks + n), &comm);
     return publish("hcoll_comm_create", s, std::move(comm), out);
   });
 }
@@ -100,7 +113,8 @@ HCOLL_API hcoll_status_t hcoll_comm_destroy(hcoll_comm_t comm) {
   return guarded("hcoll_comm_destroy", [&] {
     std::shared_ptr<Runtime> rt;
     std::shared_ptr<Communicator> c;
-    if (hcoll_status_t s = resolveComm("hcoll_comm_destroy", comm, &rt, &c); s != HCOLL_SUCCESS) return s;
+    if (hcoll_status_t s = resolveComm("hcoll_comm_destroy", comm, &rt, &c); s != HCOLL_SUCCESS)
+      return s;
     if (c == rt->world()) {
       return fail(HCOLL_ERR_INVALID_ARGUMENT,
                   "hcoll_comm_destroy: the world communicator is owned by the runtime");
@@ -143,8 +157,10 @@ HCOLL_API hcoll_status_t hcoll_comm_stats(hcoll_comm_t comm, hcoll_comm_stats_t*
   return guarded("hcoll_comm_stats", [&] {
     std::shared_ptr<Runtime> rt;
     std::shared_ptr<Communicator> c;
-    if (hcoll_status_t s = resolveComm("hcoll_comm_stats", comm, &rt, &c); s != HCOLL_SUCCESS) return s;
-    if (stats == nullptr) return fail(HCOLL_ERR_INVALID_ARGUMENT, "hcoll_comm_stats: stats is NULL");
+    if (hcoll_status_t s = resolveComm("hcoll_comm_stats", comm, &rt, &c); s != HCOLL_SUCCESS)
+      return s;
+    if (stats == nullptr)
+      return fail(HCOLL_ERR_INVALID_ARGUMENT, "hcoll_comm_stats: stats is NULL");
     if (stats->mask & ~HCOLL_COMM_STATS_FIELD_ALL) {
       return fail(HCOLL_ERR_INVALID_ARGUMENT,
                   "hcoll_comm_stats: stats->mask has bits this library does not know");

@@ -14,7 +14,8 @@ hcoll_status_t completedOutput(const char* fn, hcoll_request_t req, int i,
   Code code = (*out)->test();
   if (code == Code::kInProgress) return HCOLL_IN_PROGRESS;
   if (code != Code::kSuccess) {
-    return fail(static_cast<hcoll_status_t>(code), std::string(fn) + ": the operation failed: " + (*out)->errorMessage());
+    return fail(static_cast<hcoll_status_t>(code),
+                std::string(fn) + ": the operation failed: " + (*out)->errorMessage());
   }
   if (i < 0 || static_cast<size_t>(i) >= (*out)->outputs().size()) {
     return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(fn) + ": the request has no output " +
@@ -36,7 +37,8 @@ HCOLL_API hcoll_status_t hcoll_test(hcoll_request_t req) {
     std::shared_ptr<hcoll::runtime::Request> r;
     if (hcoll_status_t s = resolveRequest("hcoll_test", req, &r); s != HCOLL_SUCCESS) return s;
     hcoll::Code code = r->test();
-    if (code < hcoll::Code::kSuccess) return fail(static_cast<hcoll_status_t>(code), r->errorMessage());
+    if (code < hcoll::Code::kSuccess)
+      return fail(static_cast<hcoll_status_t>(code), r->errorMessage());
     return static_cast<hcoll_status_t>(code);
   });
 }
@@ -45,22 +47,32 @@ HCOLL_API hcoll_status_t hcoll_wait(hcoll_request_t req, double timeout_s) {
   return guarded("hcoll_wait", [&] {
     std::shared_ptr<hcoll::runtime::Request> r;
     if (hcoll_status_t s = resolveRequest("hcoll_wait", req, &r); s != HCOLL_SUCCESS) return s;
-    if (timeout_s != timeout_s) return fail(HCOLL_ERR_INVALID_ARGUMENT, "hcoll_wait: timeout is NaN");
+    if (timeout_s != timeout_s)
+      return fail(HCOLL_ERR_INVALID_ARGUMENT, "hcoll_wait: timeout is NaN");
     hcoll::Code code = r->wait(timeout_s);
-    if (code == hcoll::Code::kTimeout && r->test() == hcoll::Code::kInProgress) {
-      return fail(HCOLL_ERR_TIMEOUT, "hcoll_wait: not complete after " + std::to_string(timeout_s) +
-                                         " s; the request is still in flight");
+    if (code == hcoll::Code::kTimeout) {
+      // The wait's deadline passed, but the operation may have finished just after it (or failed
+      // with its own TIMEOUT from the stall inspector): report what the request says now.
+      code = r->test();
+      if (code == hcoll::Code::kInProgress) {
+        return fail(HCOLL_ERR_TIMEOUT, "hcoll_wait: not complete after " +
+                                           std::to_string(timeout_s) +
+                                           " s; the request is still in flight");
+      }
     }
-    if (code < hcoll::Code::kSuccess) return fail(static_cast<hcoll_status_t>(code), r->errorMessage());
+    if (code < hcoll::Code::kSuccess)
+      return fail(static_cast<hcoll_status_t>(code), r->errorMessage());
     return static_cast<hcoll_status_t>(code);
   });
 }
 
 HCOLL_API hcoll_status_t hcoll_request_output(hcoll_request_t req, int i, hcoll_tensor_t* out) {
   return guarded("hcoll_request_output", [&] {
-    if (out == nullptr) return fail(HCOLL_ERR_INVALID_ARGUMENT, "hcoll_request_output: out is NULL");
+    if (out == nullptr)
+      return fail(HCOLL_ERR_INVALID_ARGUMENT, "hcoll_request_output: out is NULL");
     std::shared_ptr<hcoll::runtime::Request> r;
-    if (hcoll_status_t s = completedOutput("hcoll_request_output", req, i, &r); s != HCOLL_SUCCESS) return s;
+    if (hcoll_status_t s = completedOutput("hcoll_request_output", req, i, &r); s != HCOLL_SUCCESS)
+      return s;
     const hcoll::runtime::OutputTensor& t = r->outputs()[i];
     out->data = t.data;
     out->dtype = static_cast<hcoll_dtype_t>(t.dtype);
@@ -79,7 +91,9 @@ HCOLL_API hcoll_status_t hcoll_request_received_splits(hcoll_request_t req, int 
       return fail(HCOLL_ERR_INVALID_ARGUMENT, "hcoll_request_received_splits: splits or n is NULL");
     }
     std::shared_ptr<hcoll::runtime::Request> r;
-    if (hcoll_status_t s = completedOutput("hcoll_request_received_splits", req, i, &r); s != HCOLL_SUCCESS) return s;
+    if (hcoll_status_t s = completedOutput("hcoll_request_received_splits", req, i, &r);
+        s != HCOLL_SUCCESS)
+      return s;
     if (static_cast<size_t>(i) >= r->receivedSplits().size()) {
       return fail(HCOLL_ERR_INVALID_ARGUMENT,
                   "hcoll_request_received_splits: the request is not an alltoall");
@@ -105,7 +119,8 @@ HCOLL_API const char* hcoll_request_error(hcoll_request_t req) {
 HCOLL_API hcoll_status_t hcoll_request_free(hcoll_request_t req) {
   return guarded("hcoll_request_free", [&] {
     if (!requestTable().remove(req)) {
-      return fail(HCOLL_ERR_INVALID_HANDLE, "hcoll_request_free: request is not a live request handle");
+      return fail(HCOLL_ERR_INVALID_HANDLE,
+                  "hcoll_request_free: request is not a live request handle");
     }
     return HCOLL_SUCCESS;
   });

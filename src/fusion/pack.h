@@ -1,6 +1,7 @@
 #pragma once
 // Copies between caller tensors and fusion buffers, applying a scale factor on the way (integers
-// are scaled in double and truncated; float16/bfloat16 go through float).
+// are scaled in double, truncated toward zero and saturated to their range; float16/bfloat16
+// go through float).
 
 #include <cstddef>
 

@@ -71,10 +71,18 @@ void Communicator::failAll(PendingOps& pending, const Status& status) {
 void Communicator::run() {
   PendingOps pending;
   Negotiator negotiator(*channel_, config_, abort_, log_, recorder_.get());
-  Executor executor(*channel_, config_, abort_, stats_,
-                    [this](std::unique_ptr<LocalOp> op, const Status& s) { finish(std::move(op), s); });
+  Executor executor(
+      *channel_, config_, abort_, stats_,
+      [this](std::unique_ptr<LocalOp> op, const Status& s) { finish(std::move(op), s); });
   executor.setTimeline(timeline_, timelineTrack_);
-  const auto cycle = std::chrono::duration<double, std::milli>(config_.cycleTimeMs);
+  // The batching window: operations submitted within it of the first one negotiate (and fuse)
+  // together. 0 (the default) negotiates at once; ops that arrive during a round go in the next.
+  const auto window = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double, std::milli>(config_.cycleTimeMs));
+  // Unmatched work (some rank has not submitted it yet) is re-offered after this, or sooner when
+  // this rank submits more.
+  const auto unmatchedPause =
+      std::max<std::chrono::steady_clock::duration>(window, std::chrono::milliseconds(1));
   bool productive = true;
   Status endStatus = shutDown("the communicator was destroyed before the operation ran");
   // Closing is bounded: peers that never close (exited, or busy with work this rank never
@@ -102,9 +110,15 @@ void Communicator::run() {
         wake_.wait(lock, woken);  // idle: sleep until work arrives
       } else if (!productive) {
         // Unmatched work: give other ranks (and this rank's callers) a cycle before re-asking.
-        wake_.wait_for(lock, cycle, woken);
+        wake_.wait_for(lock, unmatchedPause, woken);
       }
       if (abort_.load()) break;
+      if (window.count() > 0 && !incoming_.empty()) {
+        // Gather what else is submitted within the window opened by the oldest new operation.
+        const auto windowEnd = incoming_.front()->submittedAt + window;
+        wake_.wait_until(lock, windowEnd, [this] { return closing_ || abort_.load(); });
+        if (abort_.load()) break;
+      }
       for (auto& op : incoming_) pending.add(std::move(op));
       incoming_.clear();
       hasIncoming_.store(false, std::memory_order_relaxed);
@@ -112,11 +126,13 @@ void Communicator::run() {
     }
     if (closing && !closeStarted) closeStarted = std::chrono::steady_clock::now();
     if (closeStarted && std::chrono::steady_clock::now() - *closeStarted > closeTimeout) {
-      log_->error("closing: the other ranks did not close the communicator within {:.0f} s; "
-                  "closed locally",
-                  closeTimeout.count());
-      endStatus = shutDown("the communicator was closed locally: the other ranks did not close "
-                           "it in time");
+      log_->error(
+          "closing: the other ranks did not close the communicator within {:.0f} s; "
+          "closed locally",
+          closeTimeout.count());
+      endStatus = shutDown(
+          "the communicator was closed locally: the other ranks did not close "
+          "it in time");
       break;
     }
     RoundResult round;
@@ -163,8 +179,8 @@ void Communicator::recordRound(std::chrono::steady_clock::time_point start,
   for (size_t i = 0; i < round.responses.size(); ++i) {
     const Response& r = *round.responses[i];
     if (const LocalOp* op = pending.find(r.spec.name)) {
-      std::string args = std::string(R"({"kind":")") + opKindName(r.spec.kind) +
-                         R"(","cached":)" + (i < round.fromCache ? "true" : "false") + "}";
+      std::string args = std::string(R"({"kind":")") + opKindName(r.spec.kind) + R"(","cached":)" +
+                         (i < round.fromCache ? "true" : "false") + "}";
       timeline_->tensorSpan(timelineTrack_, r.spec.name, "NEGOTIATE", op->submittedAt, now, args);
     }
   }

@@ -9,9 +9,12 @@
 namespace hcoll::runtime {
 namespace {
 
+constexpr double kMaxSeconds = 1e6;
+constexpr double kMaxCycleTimeMs = 1e4;
+
 Status badValue(const char* var, const char* value, const char* expected) {
-  return invalidArgument(std::string("environment variable ") + var + "='" + value +
-                         "' is not " + expected);
+  return invalidArgument(std::string("environment variable ") + var + "='" + value + "' is not " +
+                         expected);
 }
 
 Status readUnsigned(const char* var, uint64_t max, uint64_t* out) {
@@ -27,14 +30,17 @@ Status readUnsigned(const char* var, uint64_t max, uint64_t* out) {
   return Status::ok();
 }
 
-Status readSeconds(const char* var, double* out) {
+// A non-negative number up to `max` (bounded so that it always converts to a clock duration).
+Status readNumber(const char* var, double max, double* out) {
   const char* v = std::getenv(var);
   if (v == nullptr || *v == '\0') return Status::ok();
   errno = 0;
   char* end = nullptr;
   double x = std::strtod(v, &end);
-  if (errno != 0 || end == v || *end != '\0' || !std::isfinite(x) || x < 0) {
-    return badValue(var, v, "a non-negative number");
+  if (errno != 0 || end == v || *end != '\0' || !std::isfinite(x) || x < 0 || x > max) {
+    return badValue(var, v,
+                    max == kMaxSeconds ? "a number of seconds in [0, 1e6]"
+                                       : "a number of milliseconds in [0, 10000]");
   }
   *out = x;
   return Status::ok();
@@ -44,13 +50,16 @@ Status readSeconds(const char* var, double* out) {
 
 Status Config::fromEnvironment(Config* out) {
   Config c;
-  HCOLL_RETURN_IF_ERROR(readUnsigned("HCOLL_FUSION_THRESHOLD", UINT64_MAX, &c.fusionThresholdBytes));
-  HCOLL_RETURN_IF_ERROR(readSeconds("HCOLL_CYCLE_TIME_MS", &c.cycleTimeMs));
+  HCOLL_RETURN_IF_ERROR(
+      readUnsigned("HCOLL_FUSION_THRESHOLD", UINT64_MAX, &c.fusionThresholdBytes));
+  HCOLL_RETURN_IF_ERROR(readNumber("HCOLL_CYCLE_TIME_MS", kMaxCycleTimeMs, &c.cycleTimeMs));
   uint64_t capacity = c.cacheCapacity;
   HCOLL_RETURN_IF_ERROR(readUnsigned("HCOLL_CACHE_CAPACITY", 1u << 20, &capacity));
   c.cacheCapacity = static_cast<uint32_t>(capacity);
-  HCOLL_RETURN_IF_ERROR(readSeconds("HCOLL_STALL_CHECK_TIME_SECONDS", &c.stallCheckSeconds));
-  HCOLL_RETURN_IF_ERROR(readSeconds("HCOLL_STALL_SHUTDOWN_TIME_SECONDS", &c.stallShutdownSeconds));
+  HCOLL_RETURN_IF_ERROR(
+      readNumber("HCOLL_STALL_CHECK_TIME_SECONDS", kMaxSeconds, &c.stallCheckSeconds));
+  HCOLL_RETURN_IF_ERROR(
+      readNumber("HCOLL_STALL_SHUTDOWN_TIME_SECONDS", kMaxSeconds, &c.stallShutdownSeconds));
   if (const char* v = std::getenv("HCOLL_TIMELINE")) c.timelinePath = v;
   if (const char* v = std::getenv("HCOLL_FLIGHT_RECORDER"); v != nullptr && *v != '\0') {
     // Checked now, so that a typo is reported at initialize, not lost at the first stall.

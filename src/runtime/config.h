@@ -10,7 +10,7 @@ namespace hcoll::runtime {
 
 struct Config {
   uint64_t fusionThresholdBytes = 128ull * 1024 * 1024;  // HCOLL_FUSION_THRESHOLD; 0 = no fusion
-  double cycleTimeMs = 1.0;            // HCOLL_CYCLE_TIME_MS: batching window / idle round pause
+  double cycleTimeMs = 0.0;            // HCOLL_CYCLE_TIME_MS: batching window (0 = none)
   uint32_t cacheCapacity = 1024;       // HCOLL_CACHE_CAPACITY; 0 = response cache off
   double stallCheckSeconds = 60.0;     // HCOLL_STALL_CHECK_TIME_SECONDS; 0 = no warnings
   double stallShutdownSeconds = 0.0;   // HCOLL_STALL_SHUTDOWN_TIME_SECONDS; 0 = never

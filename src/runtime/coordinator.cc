@@ -145,6 +145,19 @@ Response Coordinator::validate(const std::string& name, const Entry& e) const {
     f.check("postscale factor", [](const OpSpec& s) { return s.postscale; });
   }
   if (r0.kind == OpKind::kBroadcast) f.check("root", [](const OpSpec& s) { return s.root; });
+  if (!f.found() && (r0.kind == OpKind::kCommCreate || r0.kind == OpKind::kCommSplit)) {
+    std::vector<int> refused;
+    for (int r = 0; r < size_; ++r) {
+      const auto& s = e.specs[r];
+      if (s && (s->kind == OpKind::kCommCreate ? s->ranks.empty() : s->color == kRefusedSplitColor)) {
+        refused.push_back(r);
+      }
+    }
+    if (!refused.empty()) {
+      return fail("rank(s) " + rankList(refused) +
+                  " called it with invalid arguments (their own error says which)");
+    }
+  }
   if (r0.kind == OpKind::kCommCreate) {
     f.check("rank list", [](const OpSpec& s) { return describeRanks(s.ranks); });
   }

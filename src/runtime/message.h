@@ -38,6 +38,11 @@ struct OpSpec {
   bool operator==(const OpSpec& o) const;
 };
 
+// A rank whose arguments to a collective communicator call were bad still announces the call,
+// marked with these, so that the other ranks fail at once instead of waiting for it forever: an
+// empty rank list (comm_create; a valid list has at least one rank) or this split color.
+constexpr int32_t kRefusedSplitColor = -2;
+
 struct RequestList {
   uint32_t flags = 0;
   std::vector<OpSpec> ops;

@@ -38,13 +38,16 @@ Request::~Request() {
   }
 }
 
-Code Request::test() const { return code_.load(std::memory_order_acquire); }
+Code Request::test() const {
+  return code_.load(std::memory_order_acquire);
+}
 
 Code Request::wait(double timeoutSeconds) const {
   // A small collective completes within microseconds of the wait: poll briefly before paying for
   // a futex sleep and wake-up, yielding so the communicator's thread is never starved of a core.
   auto spin = std::chrono::duration<double>(kSpinMicros * 1e-6);
-  if (timeoutSeconds >= 0 && timeoutSeconds < spin.count()) spin = std::chrono::duration<double>(timeoutSeconds);
+  if (timeoutSeconds >= 0 && timeoutSeconds < spin.count())
+    spin = std::chrono::duration<double>(timeoutSeconds);
   const auto spinUntil =
       std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::nanoseconds>(spin);
   while (std::chrono::steady_clock::now() < spinUntil) {
@@ -54,7 +57,10 @@ Code Request::wait(double timeoutSeconds) const {
   }
   std::unique_lock<std::mutex> lock(mutex_);
   auto finished = [this] { return code_ != Code::kInProgress; };
-  if (timeoutSeconds < 0) {
+  // Beyond ~30 years a deadline is "forever"; converting such a value (or infinity) to the
+  // clock's nanoseconds would overflow into a deadline in the past.
+  constexpr double kForeverSeconds = 1e9;
+  if (timeoutSeconds < 0 || !(timeoutSeconds < kForeverSeconds)) {
     done_.wait(lock, finished);
     return code_;
   }
@@ -69,8 +75,8 @@ std::string Request::errorMessage() const {
   return message_;
 }
 
-Status Request::addOutput(DataType dtype, std::vector<int64_t> shape, int32_t device,
-                          void* stream, void** data) {
+Status Request::addOutput(DataType dtype, std::vector<int64_t> shape, int32_t device, void* stream,
+                          void** data) {
   OutputTensor t;
   t.dtype = dtype;
   t.shape = std::move(shape);
@@ -82,8 +88,8 @@ Status Request::addOutput(DataType dtype, std::vector<int64_t> shape, int32_t de
   t.data = allocator_ && allocator_->userOwned() ? allocator_->alloc(device, stream, allocBytes)
                                                  : allocateOutput(device, allocBytes);
   if (t.data == nullptr) {
-    return Status(Code::kNoMemory, "could not allocate an output of " + std::to_string(bytes) +
-                                       " bytes");
+    return Status(Code::kNoMemory,
+                  "could not allocate an output of " + std::to_string(bytes) + " bytes");
   }
   *data = t.data;
   outputs_.push_back(std::move(t));

@@ -15,7 +15,9 @@ std::mutex gLifecycleMutex;  // serializes initialize and shutdown
 std::shared_ptr<Runtime> gRuntime;
 std::mutex gCurrentMutex;  // guards the gRuntime pointer itself
 
-void shutdownBeforeFinalize() { Runtime::shutdown(); }
+void shutdownBeforeFinalize() {
+  Runtime::shutdown();
+}
 
 }  // namespace
 
@@ -69,7 +71,9 @@ Status Runtime::shutdown() {
   return Status::ok();
 }
 
-Runtime::~Runtime() { closeAll(); }  // threads stop before the timeline closes
+Runtime::~Runtime() {
+  closeAll();
+}  // threads stop before the timeline closes
 
 void Runtime::closeAll() {
   std::vector<std::shared_ptr<Communicator>> live;
@@ -94,16 +98,15 @@ Status Runtime::adopt(std::unique_ptr<backends::Channel> channel,
   }
   int timelineTrack = -1;
   if (timeline_) {
-    timelineTrack = timeline_->registerCommunicator(
-        std::string(world_ ? "communicator" : "world") + " (" + std::to_string(channel->size()) +
-        " ranks)");
+    timelineTrack =
+        timeline_->registerCommunicator(std::string(world_ ? "communicator" : "world") + " (" +
+                                        std::to_string(channel->size()) + " ranks)");
   }
-  auto comm = std::make_shared<Communicator>(std::move(channel), config_, timeline_.get(),
-                                             timelineTrack);
+  auto comm =
+      std::make_shared<Communicator>(std::move(channel), config_, timeline_.get(), timelineTrack);
   {
     std::lock_guard<std::mutex> lock(commsMutex_);
-    comms_.erase(std::remove_if(comms_.begin(), comms_.end(),
-                                [](auto& w) { return w.expired(); }),
+    comms_.erase(std::remove_if(comms_.begin(), comms_.end(), [](auto& w) { return w.expired(); }),
                  comms_.end());
     comms_.push_back(comm);
   }
@@ -136,6 +139,19 @@ Status Runtime::create(Communicator& parent, const std::vector<int32_t>& ranks,
   op->spec.kind = OpKind::kCommCreate;
   op->spec.ranks = ranks;
   return runCommOp(parent, std::move(op), out);
+}
+
+Status Runtime::refuseCommOp(Communicator& parent, OpKind kind, Status why) {
+  auto op = std::make_unique<LocalOp>();
+  op->spec.kind = kind;
+  op->spec.color = kRefusedSplitColor;  // comm_create: refused by its empty rank list
+  std::shared_ptr<Communicator> none;
+  Status negotiated = runCommOp(parent, std::move(op), &none);
+  if (negotiated.isOk()) {
+    return Status(Code::kInternal,
+                  "a refused communicator call was not refused by the coordinator");
+  }
+  return why;
 }
 
 Status Runtime::fromMpi(int handle, std::shared_ptr<Communicator>* out) {

@@ -36,6 +36,10 @@ class Runtime {
   Status split(Communicator& parent, int color, int key, std::shared_ptr<Communicator>* out);
   Status create(Communicator& parent, const std::vector<int32_t>& ranks,
                 std::shared_ptr<Communicator>* out);
+  // For a rank whose split/create arguments were invalid (`why`): takes part in the call's
+  // negotiation anyway, so that the other ranks fail with MISMATCH instead of waiting for this
+  // rank forever, then returns `why`. `kind` is kCommSplit or kCommCreate.
+  Status refuseCommOp(Communicator& parent, OpKind kind, Status why);
   Status fromMpi(int handle, std::shared_ptr<Communicator>* out);
   // Collective: drains and stops `comm` (not the world).
   Status destroy(const std::shared_ptr<Communicator>& comm);

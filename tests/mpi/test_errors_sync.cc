@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "support/test_util.h"
 
@@ -250,4 +251,37 @@ TEST_CASE("sync errors: status strings and version", "[errors]") {
   REQUIRE(patch >= 0);
   HCOLL_REQUIRE_OK(hcoll_get_version(nullptr, nullptr, nullptr));
   REQUIRE(hcoll_is_initialized() == 1);
+}
+
+// Communicator calls are collective: a rank whose own arguments are bad must not leave the other
+// ranks waiting for it forever. It fails with INVALID_ARGUMENT, they fail with MISMATCH naming it.
+TEST_CASE("sync errors: bad split/create arguments on one rank fail the others, no hang",
+          "[errors][comm]") {
+  const int r = worldRank();
+  const int n = worldSize();
+  hcoll_comm_t out = HCOLL_COMM_NULL;
+  hcoll_status_t s;
+  SECTION("comm_create: only the last rank lists a rank twice") {
+    std::vector<int> ranks(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) ranks[i] = i;
+    if (r == n - 1) ranks[0] = ranks[n - 1];
+    s = hcoll_comm_create(world(), ranks.data(), n, &out);
+  }
+  SECTION("comm_split: only the last rank passes out = NULL") {
+    s = hcoll_comm_split(world(), 0, r, r == n - 1 ? nullptr : &out);
+  }
+  const std::string message = hcoll_last_error();
+  INFO(hcoll_status_string(s) << ": " << message);
+  REQUIRE(out == HCOLL_COMM_NULL);
+  if (r == n - 1) {
+    REQUIRE(s == HCOLL_ERR_INVALID_ARGUMENT);
+  } else {
+    REQUIRE(s == HCOLL_ERR_MISMATCH);
+    REQUIRE(message.find("rank(s) " + std::to_string(n - 1)) != std::string::npos);
+  }
+  expectWorldWorks();
+  // And the communicator calls still match up afterwards.
+  hcoll_comm_t sub = HCOLL_COMM_NULL;
+  HCOLL_REQUIRE_OK(hcoll_comm_split(world(), 0, r, &sub));
+  HCOLL_REQUIRE_OK(hcoll_comm_destroy(sub));
 }

@@ -1,7 +1,9 @@
 // Grouped collectives fuse: one backend call per group while the group fits the fusion
 // threshold, several when it does not (HCOLL_FUSION_THRESHOLD small), and right results either way.
+#include <chrono>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "support/test_util.h"
@@ -161,4 +163,31 @@ TEST_CASE("fusion: a group larger than the fusion threshold is split but stays r
     for (int src = 0; src < n; ++src) REQUIRE(outputElement(o, src * 128 + 5) == src + k + 5 % 3);
   }
   hcoll_request_free(req);
+}
+
+TEST_CASE("fusion: ungrouped ops submitted within the batching window fuse into one call",
+          "[.][cycle_window]") {
+  // Run with HCOLL_CYCLE_TIME_MS=300 (see tests/CMakeLists.txt): six allreduces submitted ~2 ms
+  // apart fall in the window the first one opens, so they negotiate and run together.
+  const char* env = std::getenv("HCOLL_CYCLE_TIME_MS");
+  REQUIRE(env != nullptr);
+  REQUIRE(std::string(env) == "300");
+  const int r = worldRank(), n = worldSize();
+  constexpr int kOps = 6;
+  Group in(kOps, {64}, r);
+  auto before = commStats(world());
+  std::vector<hcoll_request_t> reqs(kOps);
+  for (int k = 0; k < kOps; ++k) {
+    const std::string name = "window." + std::to_string(k);
+    HCOLL_REQUIRE_OK(hcoll_allreduce(world(), name.c_str(), &in.descs[k], &in.descs[k], HCOLL_SUM,
+                                     1.0, 1.0, &reqs[k]));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  for (hcoll_request_t req : reqs) HCOLL_REQUIRE_OK(waitAndFree(req));
+  auto after = commStats(world());
+  CHECK(after.backend_calls - before.backend_calls == 1);
+  CHECK(after.fused_tensors - before.fused_tensors == kOps);
+  for (int k = 0; k < kOps; ++k) {
+    for (int64_t i : {0, 1, 2, 63}) REQUIRE(in.tensors[k].get(i) == n * (n - 1) / 2 + n * (k + i % 3));
+  }
 }

@@ -153,6 +153,8 @@ TEST_CASE("lifecycle: malformed environment values fail initialize", "[lifecycle
   const char* const cases[][2] = {{"HCOLL_FUSION_THRESHOLD", "abc"},
                                   {"HCOLL_FUSION_THRESHOLD", "-5"},
                                   {"HCOLL_CYCLE_TIME_MS", "fast"},
+                                  {"HCOLL_CYCLE_TIME_MS", "1e300"},  // would overflow a clock
+                                  {"HCOLL_STALL_CHECK_TIME_SECONDS", "inf"},
                                   {"HCOLL_CACHE_CAPACITY", "12x"},
                                   {"HCOLL_STALL_CHECK_TIME_SECONDS", "-1"},
                                   {"HCOLL_STALL_SHUTDOWN_TIME_SECONDS", "nan"},
