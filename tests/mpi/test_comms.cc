@@ -3,6 +3,9 @@
 // rank/size/local_rank/local_size.
 #include <mpi.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <string>
 #include <thread>
 #include <vector>
@@ -62,6 +65,23 @@ TEST_CASE("comm: split into odd and even ranks, key reverses order", "[comm][spl
   int64_t want = 0;
   for (int k = r % 2; k < n; k += 2) want += k;
   REQUIRE(sumOn(sub, r, "split.sum") == want);
+  // The colour group, gathered in its rank order, is exactly the world ranks of my parity from
+  // the highest down (at 3 ranks: {2, 0} and {1}; at 4: {2, 0} and {3, 1}).
+  std::vector<int64_t> group;
+  for (int k = n - 1; k >= 0; --k) {
+    if (k % 2 == r % 2) group.push_back(k);
+  }
+  Tensor mine(HCOLL_INT64, {1});
+  mine.set(0, r);
+  auto md = mine.desc();
+  hcoll_request_t gather;
+  HCOLL_REQUIRE_OK(hcoll_allgather(sub, "split.members", &md, &gather));
+  HCOLL_REQUIRE_OK(hcoll_wait(gather, 30));
+  hcoll_tensor_t members;
+  HCOLL_REQUIRE_OK(hcoll_request_output(gather, 0, &members));
+  REQUIRE(members.shape[0] == static_cast<int64_t>(group.size()));
+  for (size_t k = 0; k < group.size(); ++k) REQUIRE(outputElement(members, k) == group[k]);
+  HCOLL_REQUIRE_OK(hcoll_request_free(gather));
   // The parent keeps working alongside.
   REQUIRE(sumOn(world(), 1, "split.world") == n);
   HCOLL_REQUIRE_OK(hcoll_comm_destroy(sub));
