@@ -126,6 +126,64 @@ TEST_CASE("comm: create a subset; ranks outside get NULL and continue", "[comm][
   }
 }
 
+TEST_CASE("comm: ranks outside a stalled subset are untouched and not blocked", "[comm][create]") {
+  const int r = worldRank();
+  const int n = worldSize();
+  if (n < 3) return;  // needs a rank outside a two-member subset
+  // Members {1, 2}; rank 1 submits "stalled" at once, rank 2 only after a world barrier that the
+  // outside ranks join once their own work is done. So everything the outside ranks do below
+  // happens while the subset has an operation in flight that cannot complete.
+  const int list[] = {1, 2};
+  hcoll_comm_t sub = HCOLL_COMM_NULL, self = HCOLL_COMM_NULL;
+  HCOLL_REQUIRE_OK(hcoll_comm_create(world(), list, 2, &sub));
+  HCOLL_REQUIRE_OK(hcoll_comm_split(world(), r, 0, &self));  // every rank alone
+  REQUIRE(sizeOf(self) == 1);
+  const bool member = r == 1 || r == 2;
+  REQUIRE((sub != HCOLL_COMM_NULL) == member);
+  Tensor stalled(HCOLL_INT32, {4});
+  for (int i = 0; i < 4; ++i) stalled.set(i, 10 * r + i);
+  auto sd = stalled.desc();
+  hcoll_request_t stalledReq = HCOLL_REQUEST_NULL, barrier;
+  if (r == 1) {
+    HCOLL_REQUIRE_OK(hcoll_allreduce(sub, "stalled", &sd, &sd, HCOLL_SUM, 1, 1, &stalledReq));
+  }
+  if (!member) {
+    // Independent work on a self communicator, under the same name the subset is stuck on.
+    // A sentinel buffer this rank never submits stays as it is.
+    Tensor sentinel(HCOLL_INT32, {4});
+    for (int i = 0; i < 4; ++i) sentinel.set(i, -7 - i);
+    for (int iter = 0; iter < 5; ++iter) {
+      auto d = stalled.desc();
+      hcoll_request_t req;
+      HCOLL_REQUIRE_OK(hcoll_allreduce(self, "stalled", &d, &d, HCOLL_SUM, 1, 1, &req));
+      HCOLL_REQUIRE_OK(waitAndFree(req, 10));
+      Tensor b(HCOLL_FLOAT32, {3});
+      for (int i = 0; i < 3; ++i) b.set(i, r + i);
+      auto bd = b.desc();
+      HCOLL_REQUIRE_OK(hcoll_broadcast(self, "self.bc", &bd, 0, &req));
+      HCOLL_REQUIRE_OK(waitAndFree(req, 10));
+      for (int i = 0; i < 3; ++i) REQUIRE(b.get(i) == r + i);
+    }
+    for (int i = 0; i < 4; ++i) REQUIRE(stalled.get(i) == 10 * r + i);  // a sum over one rank
+    for (int i = 0; i < 4; ++i) REQUIRE(sentinel.get(i) == -7 - i);
+  }
+  if (r == 1) REQUIRE(hcoll_test(stalledReq) == HCOLL_IN_PROGRESS);  // rank 2 has not submitted
+  HCOLL_REQUIRE_OK(hcoll_barrier(world(), &barrier));
+  HCOLL_REQUIRE_OK(waitAndFree(barrier));
+  if (r == 2) {
+    HCOLL_REQUIRE_OK(hcoll_allreduce(sub, "stalled", &sd, &sd, HCOLL_SUM, 1, 1, &stalledReq));
+  }
+  if (member) {
+    HCOLL_REQUIRE_OK(waitAndFree(stalledReq));
+    for (int i = 0; i < 4; ++i) REQUIRE(stalled.get(i) == 30 + 2 * i);
+    HCOLL_REQUIRE_OK(hcoll_comm_destroy(sub));
+  } else {
+    for (int i = 0; i < 4; ++i) REQUIRE(stalled.get(i) == 10 * r + i);
+  }
+  HCOLL_REQUIRE_OK(hcoll_comm_destroy(self));
+  REQUIRE(sumOn(world(), 1, "outside.after") == n);
+}
+
 TEST_CASE("comm: create with lists that differ across ranks is MISMATCH everywhere", "[comm][create]") {
   const int r = worldRank();
   const int n = worldSize();
