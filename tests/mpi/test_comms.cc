@@ -3,7 +3,6 @@
 // rank/size/local_rank/local_size.
 #include <mpi.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <string>
@@ -309,4 +308,83 @@ TEST_CASE("comm: two communicators driven concurrently from two threads", "[comm
   REQUIRE(wrong[1] == 0);
   HCOLL_REQUIRE_OK(hcoll_comm_destroy(a));
   HCOLL_REQUIRE_OK(hcoll_comm_destroy(b));
+}
+
+TEST_CASE("comm: split and create and destroy while another communicator has ops in flight",
+          "[comm][threads][create]") {
+  const int r = worldRank();
+  const int n = worldSize();
+  hcoll_comm_t a = HCOLL_COMM_NULL;
+  HCOLL_REQUIRE_OK(hcoll_comm_split(world(), 0, r, &a));
+  // A user thread loops verified allreduces on `a` until every rank's main thread has finished
+  // its create/destroy loop. Element 8 carries "my main thread is done" (0/1); its SUM reaching
+  // N stops all ranks in the same iteration, so the loops overlap whatever the timing.
+  std::atomic<bool> mainDone{false};
+  std::atomic<int> iters{0};
+  int wrong = 0;
+  std::thread driver([&] {
+    for (int it = 0;; ++it) {
+      Tensor t(HCOLL_INT32, {9});
+      for (int i = 0; i < 8; ++i) t.set(i, r + i + it);
+      t.set(8, it >= 2 && mainDone.load() ? 1 : 0);
+      auto d = t.desc();
+      hcoll_request_t req;
+      const std::string name = "busy." + std::to_string(it % 3);
+      if (hcoll_allreduce(a, name.c_str(), &d, &d, HCOLL_SUM, 1, 1, &req) != HCOLL_SUCCESS ||
+          waitAndFree(req) != HCOLL_SUCCESS) {
+        ++wrong;
+        return;
+      }
+      for (int i = 0; i < 8; ++i) wrong += t.get(i) != n * (n - 1) / 2 + n * (i + it);
+      iters.store(it + 1);
+      if (t.get(8) == n) return;
+    }
+  });
+  while (iters.load() < 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // Catch2 assertions are not thread-safe: the main thread counts failures while the driver runs.
+  int mainWrong = 0;
+  std::vector<int> reversed;
+  for (int k = n - 1; k >= 0; --k) reversed.push_back(k);
+  for (int iter = 0; iter < 4; ++iter) {
+    hcoll_comm_t half = HCOLL_COMM_NULL, all = HCOLL_COMM_NULL;
+    mainWrong += hcoll_comm_split(world(), r % 2, r, &half) != HCOLL_SUCCESS;
+    mainWrong += hcoll_comm_create(world(), reversed.data(), n, &all) != HCOLL_SUCCESS;
+    if (half == HCOLL_COMM_NULL || all == HCOLL_COMM_NULL) break;
+    mainWrong += rankOf(all) != n - 1 - r;
+    Tensor t(HCOLL_INT64, {2});
+    t.set(0, r);
+    t.set(1, iter);
+    auto d = t.desc();
+    hcoll_request_t q1 = HCOLL_REQUEST_NULL, q2 = HCOLL_REQUEST_NULL;
+    mainWrong += hcoll_allreduce(half, "churn", &d, &d, HCOLL_SUM, 1, 1, &q1) != HCOLL_SUCCESS;
+    mainWrong += waitAndFree(q1) != HCOLL_SUCCESS;
+    // The half of world rank k sums the ranks of k's parity, and has that many members.
+    auto halfSum = [&](int k) {
+      int64_t s = 0;
+      for (int j = k % 2; j < n; j += 2) s += j;
+      return s;
+    };
+    auto halfSize = [&](int k) { return static_cast<int64_t>((n - k % 2 + 1) / 2); };
+    mainWrong += t.get(0) != halfSum(r) || t.get(1) != halfSize(r) * iter;
+    // Then `all` sums what each rank holds now.
+    mainWrong += hcoll_allreduce(all, "churn", &d, &d, HCOLL_SUM, 1, 1, &q2) != HCOLL_SUCCESS;
+    mainWrong += waitAndFree(q2) != HCOLL_SUCCESS;
+    int64_t want0 = 0, want1 = 0;
+    for (int k = 0; k < n; ++k) {
+      want0 += halfSum(k);
+      want1 += halfSize(k) * iter;
+    }
+    mainWrong += t.get(0) != want0 || t.get(1) != want1;
+    mainWrong += hcoll_comm_destroy(half) != HCOLL_SUCCESS;
+    mainWrong += hcoll_comm_destroy(all) != HCOLL_SUCCESS;
+  }
+  const int busyBefore = iters.load();
+  mainDone.store(true);
+  driver.join();
+  INFO("driver iterations: " << busyBefore << " while the main thread churned, " << iters.load()
+                             << " in all");
+  REQUIRE(mainWrong == 0);
+  REQUIRE(wrong == 0);
+  REQUIRE(iters.load() > busyBefore);  // the driver was still running when the churn ended
+  HCOLL_REQUIRE_OK(hcoll_comm_destroy(a));
 }
