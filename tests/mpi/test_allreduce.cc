@@ -103,6 +103,30 @@ TEST_CASE("allreduce: integer AVERAGE truncates toward zero", "[allreduce]") {
   REQUIRE(t.get(1) == 1);
 }
 
+TEST_CASE("allreduce: AVERAGE is exact when the sum is a multiple of N", "[allreduce]") {
+  const int r = worldRank();
+  const int n = worldSize();
+  // Element i on rank r is i % 5 + 2 * ((r + i) % n) (minus 5 for signed types): the ranks' sum is
+  // n * (i % 5) + n * (n - 1), so the mean i % 5 + n - 1 (- 5) is an integer and SUM x 1/N gives
+  // it exactly in every dtype (checked without tolerance; at N = 3, 1/N is inexact in any float).
+  for (hcoll_dtype_t t : allDtypes()) {
+    if (t == HCOLL_BOOL) continue;  // AVERAGE of bool is INVALID_ARGUMENT
+    const double shift = isUnsigned(t) ? 0 : -5;
+    Tensor in(t, {13}), out(t, {13});
+    for (int64_t i = 0; i < 13; ++i) in.set(i, i % 5 + 2 * ((r + i) % n) + shift);
+    auto id = in.desc(), od = out.desc();
+    hcoll_request_t req;
+    const std::string name = std::string("ar.avgexact.") + dtypeName(t);
+    HCOLL_REQUIRE_OK(
+        hcoll_allreduce(world(), name.c_str(), &id, &od, HCOLL_AVERAGE, 1.0, 1.0, &req));
+    HCOLL_REQUIRE_OK(waitAndFree(req));
+    for (int64_t i = 0; i < 13; ++i) {
+      INFO(name << " element " << i);
+      REQUIRE(out.get(i) == i % 5 + n - 1 + shift);
+    }
+  }
+}
+
 TEST_CASE("allreduce: bool treats any nonzero byte as true", "[allreduce]") {
   const int r = worldRank();
   Tensor orT(HCOLL_BOOL, {3}), andT(HCOLL_BOOL, {3});

@@ -1,5 +1,6 @@
 // alltoall: even (NULL) splits, explicit uneven splits, zero splits (empty sends and receives),
-// trailing rows ignored, received splits, every dtype, multi-dim rows.
+// trailing rows ignored, empty inputs (dim0 = 0) on one rank and on every rank, received splits,
+// every dtype, multi-dim rows.
 #include <memory>
 #include <string>
 
@@ -18,15 +19,24 @@ double a2aValue(hcoll_dtype_t t, int src, int64_t row, int64_t j) {
 }
 
 // splits[src][dst] for one pattern; the sum may be less than the rows `src` sends (trailing rows).
+// Patterns 4-7 have dim0 = 0 on some or all ranks (an empty send), with NULL or explicit splits.
+constexpr int kPatterns = 8;
 int64_t splitOf(int pattern, int src, int dst, int n) {
   switch (pattern) {
     case 0: return 2;                                  // even
     case 1: return (src + 2 * dst) % 3;               // uneven, with zeros
     case 2: return dst == (src + 1) % n ? 3 : 0;       // each rank sends to one neighbour only
-    default: return 0;                                 // nothing moves at all
+    case 4: return src == 0 ? 0 : 1 + dst % 2;         // rank 0's input is empty, it still receives
+    case 7: return src == 0 ? 0 : 2;                   // NULL splits; rank 0's input is empty
+    default: return 0;                                 // 3: nothing moves; 5, 6: all inputs empty
   }
 }
-int64_t trailingRows(int pattern, int src) { return pattern == 0 ? 0 : src % 2 + 1; }
+// Rows beyond the splits' sum (ignored). Patterns 4-7 have none, so dim0 = 0 where splits are 0.
+int64_t trailingRows(int pattern, int src) {
+  return pattern == 0 || pattern >= 4 ? 0 : src % 2 + 1;
+}
+// Even patterns pass NULL splits (dim0 % N == 0 on every rank, 0 included).
+bool nullSplits(int pattern) { return pattern == 0 || pattern == 6 || pattern == 7; }
 
 struct Result {
   hcoll_request_t req = HCOLL_REQUEST_NULL;
@@ -68,7 +78,8 @@ void check(hcoll_dtype_t t, int pattern, hcoll_request_t req, const std::vector<
 
 }  // namespace
 
-TEST_CASE("alltoall: every dtype, even/uneven/zero splits, trailing rows", "[alltoall]") {
+TEST_CASE("alltoall: every dtype, even/uneven/zero splits, trailing rows, empty inputs",
+          "[alltoall]") {
   const int r = worldRank();
   const int n = worldSize();
   const std::vector<std::vector<int64_t>> rowShapes = {{}, {3}};
@@ -79,7 +90,7 @@ TEST_CASE("alltoall: every dtype, even/uneven/zero splits, trailing rows", "[all
       std::vector<int64_t> rowShape;
     };
     std::vector<Pending> pending;
-    for (int pattern = 0; pattern < 4; ++pattern) {
+    for (int pattern = 0; pattern < kPatterns; ++pattern) {
       for (const auto& rs : rowShapes) {
         Pending p;
         p.pattern = pattern;
@@ -99,9 +110,10 @@ TEST_CASE("alltoall: every dtype, even/uneven/zero splits, trailing rows", "[all
         auto d = p.res.in->desc();
         std::string name = std::string("a2a.") + dtypeName(t) + "." + std::to_string(pattern) +
                            "." + std::to_string(rs.size());
-        // Pattern 0 is even: pass NULL splits.
+        INFO(name << ": dim0 " << rows);
         HCOLL_REQUIRE_OK(hcoll_alltoall(world(), name.c_str(), &d,
-                                        pattern == 0 ? nullptr : p.res.splits.data(), &p.res.req));
+                                        nullSplits(pattern) ? nullptr : p.res.splits.data(),
+                                        &p.res.req));
         pending.push_back(std::move(p));
       }
     }
@@ -110,6 +122,48 @@ TEST_CASE("alltoall: every dtype, even/uneven/zero splits, trailing rows", "[all
       check(t, p.pattern, p.res.req, p.rowShape);
       HCOLL_REQUIRE_OK(hcoll_request_free(p.res.req));
     }
+  }
+}
+
+TEST_CASE("alltoall: an empty input submitted alone, on one rank and on every rank", "[alltoall]") {
+  const int r = worldRank();
+  const int n = worldSize();
+  // Alone in its cycle (waited before the next), unlike the batches above. Case 0: rank 0 sends
+  // nothing with explicit zero splits, the others send it one row each; case 1: every input is
+  // empty with NULL splits; case 2: every input is empty with explicit zero splits.
+  for (int which = 0; which < 3; ++which) {
+    const bool empty = which > 0 || r == 0;
+    std::vector<int64_t> splits(n, empty ? 0 : 1);
+    Tensor in(HCOLL_INT32, {empty ? 0 : n, 2});
+    for (int64_t i = 0; i < in.elements(); ++i) in.set(i, r * 100 + i);
+    auto d = in.desc();
+    hcoll_request_t req;
+    const std::string name = "a2a.empty." + std::to_string(which);
+    INFO(name);
+    const int64_t* sp = which == 1 ? nullptr : splits.data();
+    HCOLL_REQUIRE_OK(hcoll_alltoall(world(), name.c_str(), &d, sp, &req));
+    HCOLL_REQUIRE_OK(hcoll_wait(req, 30));
+    hcoll_tensor_t out;
+    HCOLL_REQUIRE_OK(hcoll_request_output(req, 0, &out));
+    const int64_t* recv = nullptr;
+    int count = 0;
+    HCOLL_REQUIRE_OK(hcoll_request_received_splits(req, 0, &recv, &count));
+    REQUIRE(count == n);
+    REQUIRE(out.dtype == HCOLL_INT32);
+    REQUIRE(out.ndim == 2);
+    REQUIRE(out.shape[1] == 2);
+    int64_t rows = 0;
+    for (int src = 0; src < n; ++src) {
+      const int64_t want = which == 0 && src != 0 ? 1 : 0;
+      REQUIRE(recv[src] == want);
+      for (int64_t k = 0; k < want; ++k, ++rows) {
+        // Rank src's row r (its r-th split of one row) holds src * 100 + 2r, + 1.
+        REQUIRE(outputElement(out, rows * 2) == src * 100 + 2 * r);
+        REQUIRE(outputElement(out, rows * 2 + 1) == src * 100 + 2 * r + 1);
+      }
+    }
+    REQUIRE(out.shape[0] == rows);
+    HCOLL_REQUIRE_OK(hcoll_request_free(req));
   }
 }
 

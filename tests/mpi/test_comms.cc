@@ -3,6 +3,8 @@
 // rank/size/local_rank/local_size.
 #include <mpi.h>
 
+#include <atomic>
+#include <chrono>
 #include <string>
 #include <thread>
 #include <vector>
@@ -62,6 +64,23 @@ TEST_CASE("comm: split into odd and even ranks, key reverses order", "[comm][spl
   int64_t want = 0;
   for (int k = r % 2; k < n; k += 2) want += k;
   REQUIRE(sumOn(sub, r, "split.sum") == want);
+  // The colour group, gathered in its rank order, is exactly the world ranks of my parity from
+  // the highest down (at 3 ranks: {2, 0} and {1}; at 4: {2, 0} and {3, 1}).
+  std::vector<int64_t> group;
+  for (int k = n - 1; k >= 0; --k) {
+    if (k % 2 == r % 2) group.push_back(k);
+  }
+  Tensor mine(HCOLL_INT64, {1});
+  mine.set(0, r);
+  auto md = mine.desc();
+  hcoll_request_t gather;
+  HCOLL_REQUIRE_OK(hcoll_allgather(sub, "split.members", &md, &gather));
+  HCOLL_REQUIRE_OK(hcoll_wait(gather, 30));
+  hcoll_tensor_t members;
+  HCOLL_REQUIRE_OK(hcoll_request_output(gather, 0, &members));
+  REQUIRE(members.shape[0] == static_cast<int64_t>(group.size()));
+  for (size_t k = 0; k < group.size(); ++k) REQUIRE(outputElement(members, k) == group[k]);
+  HCOLL_REQUIRE_OK(hcoll_request_free(gather));
   // The parent keeps working alongside.
   REQUIRE(sumOn(world(), 1, "split.world") == n);
   HCOLL_REQUIRE_OK(hcoll_comm_destroy(sub));
@@ -104,6 +123,64 @@ TEST_CASE("comm: create a subset; ranks outside get NULL and continue", "[comm][
     REQUIRE(sumOn(world(), 5, "create.world") == 5 * n);
     HCOLL_REQUIRE_OK(hcoll_comm_destroy(sub));
   }
+}
+
+TEST_CASE("comm: ranks outside a stalled subset are untouched and not blocked", "[comm][create]") {
+  const int r = worldRank();
+  const int n = worldSize();
+  if (n < 3) return;  // needs a rank outside a two-member subset
+  // Members {1, 2}; rank 1 submits "stalled" at once, rank 2 only after a world barrier that the
+  // outside ranks join once their own work is done. So everything the outside ranks do below
+  // happens while the subset has an operation in flight that cannot complete.
+  const int list[] = {1, 2};
+  hcoll_comm_t sub = HCOLL_COMM_NULL, self = HCOLL_COMM_NULL;
+  HCOLL_REQUIRE_OK(hcoll_comm_create(world(), list, 2, &sub));
+  HCOLL_REQUIRE_OK(hcoll_comm_split(world(), r, 0, &self));  // every rank alone
+  REQUIRE(sizeOf(self) == 1);
+  const bool member = r == 1 || r == 2;
+  REQUIRE((sub != HCOLL_COMM_NULL) == member);
+  Tensor stalled(HCOLL_INT32, {4});
+  for (int i = 0; i < 4; ++i) stalled.set(i, 10 * r + i);
+  auto sd = stalled.desc();
+  hcoll_request_t stalledReq = HCOLL_REQUEST_NULL, barrier;
+  if (r == 1) {
+    HCOLL_REQUIRE_OK(hcoll_allreduce(sub, "stalled", &sd, &sd, HCOLL_SUM, 1, 1, &stalledReq));
+  }
+  if (!member) {
+    // Independent work on a self communicator, under the same name the subset is stuck on.
+    // A sentinel buffer this rank never submits stays as it is.
+    Tensor sentinel(HCOLL_INT32, {4});
+    for (int i = 0; i < 4; ++i) sentinel.set(i, -7 - i);
+    for (int iter = 0; iter < 5; ++iter) {
+      auto d = stalled.desc();
+      hcoll_request_t req;
+      HCOLL_REQUIRE_OK(hcoll_allreduce(self, "stalled", &d, &d, HCOLL_SUM, 1, 1, &req));
+      HCOLL_REQUIRE_OK(waitAndFree(req, 10));
+      Tensor b(HCOLL_FLOAT32, {3});
+      for (int i = 0; i < 3; ++i) b.set(i, r + i);
+      auto bd = b.desc();
+      HCOLL_REQUIRE_OK(hcoll_broadcast(self, "self.bc", &bd, 0, &req));
+      HCOLL_REQUIRE_OK(waitAndFree(req, 10));
+      for (int i = 0; i < 3; ++i) REQUIRE(b.get(i) == r + i);
+    }
+    for (int i = 0; i < 4; ++i) REQUIRE(stalled.get(i) == 10 * r + i);  // a sum over one rank
+    for (int i = 0; i < 4; ++i) REQUIRE(sentinel.get(i) == -7 - i);
+  }
+  if (r == 1) REQUIRE(hcoll_test(stalledReq) == HCOLL_IN_PROGRESS);  // rank 2 has not submitted
+  HCOLL_REQUIRE_OK(hcoll_barrier(world(), &barrier));
+  HCOLL_REQUIRE_OK(waitAndFree(barrier));
+  if (r == 2) {
+    HCOLL_REQUIRE_OK(hcoll_allreduce(sub, "stalled", &sd, &sd, HCOLL_SUM, 1, 1, &stalledReq));
+  }
+  if (member) {
+    HCOLL_REQUIRE_OK(waitAndFree(stalledReq));
+    for (int i = 0; i < 4; ++i) REQUIRE(stalled.get(i) == 30 + 2 * i);
+    HCOLL_REQUIRE_OK(hcoll_comm_destroy(sub));
+  } else {
+    for (int i = 0; i < 4; ++i) REQUIRE(stalled.get(i) == 10 * r + i);
+  }
+  HCOLL_REQUIRE_OK(hcoll_comm_destroy(self));
+  REQUIRE(sumOn(world(), 1, "outside.after") == n);
 }
 
 TEST_CASE("comm: create with lists that differ across ranks is MISMATCH everywhere", "[comm][create]") {
@@ -231,4 +308,83 @@ TEST_CASE("comm: two communicators driven concurrently from two threads", "[comm
   REQUIRE(wrong[1] == 0);
   HCOLL_REQUIRE_OK(hcoll_comm_destroy(a));
   HCOLL_REQUIRE_OK(hcoll_comm_destroy(b));
+}
+
+TEST_CASE("comm: split and create and destroy while another communicator has ops in flight",
+          "[comm][threads][create]") {
+  const int r = worldRank();
+  const int n = worldSize();
+  hcoll_comm_t a = HCOLL_COMM_NULL;
+  HCOLL_REQUIRE_OK(hcoll_comm_split(world(), 0, r, &a));
+  // A user thread loops verified allreduces on `a` until every rank's main thread has finished
+  // its create/destroy loop. Element 8 carries "my main thread is done" (0/1); its SUM reaching
+  // N stops all ranks in the same iteration, so the loops overlap whatever the timing.
+  std::atomic<bool> mainDone{false};
+  std::atomic<int> iters{0};
+  int wrong = 0;
+  std::thread driver([&] {
+    for (int it = 0;; ++it) {
+      Tensor t(HCOLL_INT32, {9});
+      for (int i = 0; i < 8; ++i) t.set(i, r + i + it);
+      t.set(8, it >= 2 && mainDone.load() ? 1 : 0);
+      auto d = t.desc();
+      hcoll_request_t req;
+      const std::string name = "busy." + std::to_string(it % 3);
+      if (hcoll_allreduce(a, name.c_str(), &d, &d, HCOLL_SUM, 1, 1, &req) != HCOLL_SUCCESS ||
+          waitAndFree(req) != HCOLL_SUCCESS) {
+        ++wrong;
+        return;
+      }
+      for (int i = 0; i < 8; ++i) wrong += t.get(i) != n * (n - 1) / 2 + n * (i + it);
+      iters.store(it + 1);
+      if (t.get(8) == n) return;
+    }
+  });
+  while (iters.load() < 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // Catch2 assertions are not thread-safe: the main thread counts failures while the driver runs.
+  int mainWrong = 0;
+  std::vector<int> reversed;
+  for (int k = n - 1; k >= 0; --k) reversed.push_back(k);
+  for (int iter = 0; iter < 4; ++iter) {
+    hcoll_comm_t half = HCOLL_COMM_NULL, all = HCOLL_COMM_NULL;
+    mainWrong += hcoll_comm_split(world(), r % 2, r, &half) != HCOLL_SUCCESS;
+    mainWrong += hcoll_comm_create(world(), reversed.data(), n, &all) != HCOLL_SUCCESS;
+    if (half == HCOLL_COMM_NULL || all == HCOLL_COMM_NULL) break;
+    mainWrong += rankOf(all) != n - 1 - r;
+    Tensor t(HCOLL_INT64, {2});
+    t.set(0, r);
+    t.set(1, iter);
+    auto d = t.desc();
+    hcoll_request_t q1 = HCOLL_REQUEST_NULL, q2 = HCOLL_REQUEST_NULL;
+    mainWrong += hcoll_allreduce(half, "churn", &d, &d, HCOLL_SUM, 1, 1, &q1) != HCOLL_SUCCESS;
+    mainWrong += waitAndFree(q1) != HCOLL_SUCCESS;
+    // The half of world rank k sums the ranks of k's parity, and has that many members.
+    auto halfSum = [&](int k) {
+      int64_t s = 0;
+      for (int j = k % 2; j < n; j += 2) s += j;
+      return s;
+    };
+    auto halfSize = [&](int k) { return static_cast<int64_t>((n - k % 2 + 1) / 2); };
+    mainWrong += t.get(0) != halfSum(r) || t.get(1) != halfSize(r) * iter;
+    // Then `all` sums what each rank holds now.
+    mainWrong += hcoll_allreduce(all, "churn", &d, &d, HCOLL_SUM, 1, 1, &q2) != HCOLL_SUCCESS;
+    mainWrong += waitAndFree(q2) != HCOLL_SUCCESS;
+    int64_t want0 = 0, want1 = 0;
+    for (int k = 0; k < n; ++k) {
+      want0 += halfSum(k);
+      want1 += halfSize(k) * iter;
+    }
+    mainWrong += t.get(0) != want0 || t.get(1) != want1;
+    mainWrong += hcoll_comm_destroy(half) != HCOLL_SUCCESS;
+    mainWrong += hcoll_comm_destroy(all) != HCOLL_SUCCESS;
+  }
+  const int busyBefore = iters.load();
+  mainDone.store(true);
+  driver.join();
+  INFO("driver iterations: " << busyBefore << " while the main thread churned, " << iters.load()
+                             << " in all");
+  REQUIRE(mainWrong == 0);
+  REQUIRE(wrong == 0);
+  REQUIRE(iters.load() > busyBefore);  // the driver was still running when the churn ended
+  HCOLL_REQUIRE_OK(hcoll_comm_destroy(a));
 }

@@ -1,7 +1,9 @@
 // An idle process with 3 communicators (each with its own negotiation thread) must not burn CPU:
 // after some traffic, all ranks sleep 2 s and each measures its own CPU time (user + system,
-// every thread) over that window, asserting < 5% of one core. hcoll's barrier (not MPI's,
-// which busy-polls) brings the ranks together before and after.
+// every thread) over that window, asserting < 1% of one core (the "well under 1%").
+// Measured on the 2-core CI machine at load average 9-11: 0.02-0.04% per rank in 13 two-rank runs,
+// so the bound has a margin of 25x. hcoll's barrier (not MPI's, which busy-polls) brings the ranks
+// together before and after.
 #include <sys/resource.h>
 
 #include <chrono>
@@ -11,6 +13,8 @@
 #include "hcoll/hcoll.h"
 
 namespace {
+
+constexpr double kMaxPercent = 1.0;
 
 double cpuSeconds() {
   rusage u{};
@@ -65,6 +69,8 @@ int main() {
   hcoll_comm_destroy(comms[2]);
   hcoll_shutdown();
   if (!ok) std::printf("FAIL: a barrier failed\n");
-  if (percent >= 5.0) std::printf("FAIL: idle CPU %.2f%% >= 5%%\n", percent);
-  return ok && percent < 5.0 ? 0 : 1;
+  if (percent >= kMaxPercent) {
+    std::printf("FAIL: idle CPU %.2f%% >= %.0f%%\n", percent, kMaxPercent);
+  }
+  return ok && percent < kMaxPercent ? 0 : 1;
 }
