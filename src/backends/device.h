@@ -83,5 +83,8 @@ class DeviceBackend {
 
 // The device backend this library was built with; null when none was built.
 DeviceBackend* deviceBackend();
+// Unit tests only (the executor's device paths without a GPU): makes deviceBackend() answer
+// `backend` (null: the built one again); returns the previous replacement.
+DeviceBackend* setDeviceBackendForTesting(DeviceBackend* backend);
 
 }  // namespace hcoll::backends
