@@ -137,7 +137,8 @@ int main(int argc, char** argv) {
   int ok = devices >= localSize ? 1 : 0, allOk = 0;
   MPI_Allreduce(&ok, &allOk, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (!allOk) {
-    if (rank == 0) {
+    if (rank == 0 && devices == 0) std::printf("SKIPPED: no CUDA device\n");
+    if (rank == 0 && devices > 0) {
       std::printf(
           "SKIPPED: %d ranks on a node but %d visible GPU(s); NCCL needs one GPU per rank\n",
           localSize, devices);
