@@ -88,6 +88,13 @@ class Submission {
           s != HCOLL_SUCCESS) {
         return s;
       }
+      if (op_->spec.device != kHostDevice) {  // the device backend may lack the type (int16)
+        backends::DeviceBackend* backend = backends::deviceBackend();
+        Status s = backend ? backend->checkReduction(op_->inputs[i].dtype) : Status::ok();
+        if (!s.isOk()) {
+          return toC(Status(s.code(), std::string(function_) + ": " + ctx.where() + ": " + s.message()));
+        }
+      }
     }
     op_->spec.op = static_cast<ReduceOp>(op);
     op_->spec.prescale = prescale;

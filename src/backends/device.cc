@@ -1,5 +1,6 @@
 #include "backends/device.h"
 
+#include <atomic>
 #include <cstring>
 
 #include "fusion/pack.h"
@@ -40,7 +41,16 @@ MemoryOps& hostMemoryOps() {
   return ops;
 }
 
+namespace {
+std::atomic<DeviceBackend*> gTestBackend{nullptr};
+}  // namespace
+
+DeviceBackend* setDeviceBackendForTesting(DeviceBackend* backend) {
+  return gTestBackend.exchange(backend);
+}
+
 DeviceBackend* deviceBackend() {
+  if (DeviceBackend* b = gTestBackend.load()) return b;
 #if HCOLL_WITH_NCCL
   return nccl::ncclDeviceBackend();
 #else

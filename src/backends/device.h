@@ -56,6 +56,10 @@ class DeviceCollectives : public Collectives {
   // Completes when the device finished all enqueued work; asynchronous backend errors (a peer
   // failed, a communicator aborted) finish it with kBackend instead of hanging.
   virtual PendingPtr fence() = 0;
+  // Aborts the backend communicator now: every later call fails with kBackend (`why`), and
+  // destruction waits neither for the device nor for the peers. For an aborted hcoll
+  // communicator, and after a local failure that may have put this rank out of step.
+  virtual void abort(const Status& why) = 0;
 };
 
 // A device backend of this build.
@@ -66,6 +70,9 @@ class DeviceBackend {
   virtual bool available() = 0;
   // On the submitting thread: marks `stream` of `device` (kUnsupported/kBackend on failure).
   virtual Status mark(int32_t device, void* stream, StreamMarkerPtr* out) = 0;
+  // On the submitting thread: kUnsupported when this backend cannot reduce `dtype` (checked at
+  // submission, so that the call fails at once rather than its request later).
+  virtual Status checkReduction(DataType dtype) const = 0;
   // Collective over `control`: every member calls it at the same point of the same response.
   virtual Status create(Channel& control, int32_t device,
                         std::unique_ptr<DeviceCollectives>* out) = 0;
@@ -76,5 +83,8 @@ class DeviceBackend {
 
 // The device backend this library was built with; null when none was built.
 DeviceBackend* deviceBackend();
+// Unit tests only (the executor's device paths without a GPU): makes deviceBackend() answer
+// `backend` (null: the built one again); returns the previous replacement.
+DeviceBackend* setDeviceBackendForTesting(DeviceBackend* backend);
 
 }  // namespace hcoll::backends

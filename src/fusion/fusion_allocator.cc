@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <string>
 
 namespace hcoll::fusion {
 namespace {
@@ -44,6 +45,13 @@ void Lease::reset() {
   capacity_ = 0;
 }
 
+void Lease::abandon() {
+  if (owner_ != nullptr && data_ != nullptr) owner_->forget(capacity_);
+  owner_ = nullptr;
+  data_ = nullptr;
+  capacity_ = 0;
+}
+
 FusionAllocator& FusionAllocator::instance() {
   static FusionAllocator* allocator = new FusionAllocator();  // outlives every communicator
   return *allocator;
@@ -64,68 +72,146 @@ MemoryProvider* FusionAllocator::providerFor(const BufferKey& key) {
 }
 
 Status FusionAllocator::acquire(const BufferKey& key, size_t bytes, Lease* out) {
-  std::lock_guard<std::mutex> lock(mutex_);
   out->reset();
-  auto& pool = free_[key];
-  // Best fit: the smallest pooled buffer that is large enough.
-  auto best = pool.end();
-  for (auto it = pool.begin(); it != pool.end(); ++it) {
-    if (it->capacity >= bytes && (best == pool.end() || it->capacity < best->capacity)) best = it;
-  }
-  Buffer buffer{nullptr, 0};
-  if (best != pool.end()) {
-    buffer = *best;
-    pool.erase(best);
-  } else {
-    MemoryProvider* provider = providerFor(key);
-    if (provider == nullptr) {
-      return Status(Code::kUnsupported, "no memory provider for device " + std::to_string(key.device));
+  MemoryProvider* provider = nullptr;
+  size_t capacity = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& pool = free_[key];
+    // Best fit: the smallest pooled buffer that is large enough.
+    auto best = pool.end();
+    for (auto it = pool.begin(); it != pool.end(); ++it) {
+      if (it->capacity >= bytes && (best == pool.end() || it->capacity < best->capacity)) best = it;
     }
-    buffer.capacity = roundUpCapacity(bytes, threshold_);
-    buffer.data = provider->allocate(key, buffer.capacity);
-    if (buffer.data == nullptr) {
-      return Status(Code::kNoMemory,
-                    "could not allocate a fusion buffer of " + std::to_string(buffer.capacity) + " bytes");
+    if (best != pool.end()) {
+      const Buffer buffer = *best;
+      pool.erase(best);
+      ++stats_.leases;
+      ++stats_.leasedNow;
+      out->owner_ = this;
+      out->key_ = key;
+      out->data_ = buffer.data;
+      out->capacity_ = buffer.capacity;
+      return Status::ok();
     }
-    ++stats_.allocations;
-    stats_.bytesHeld += buffer.capacity;
+    provider = providerFor(key);
+    capacity = roundUpCapacity(bytes, threshold_);
   }
+  if (provider == nullptr) {
+    return Status(Code::kUnsupported,
+                  "no memory provider for device " + std::to_string(key.device));
+  }
+  void* data = provider->allocate(key, capacity);
+  if (data == nullptr) {
+    // The device may be full of idle fusion buffers of other streams (communicators): free
+    // them and try once more before failing a collective the other ranks are committed to.
+    std::vector<Freed> idle;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      takeIdle(key.device, &idle);
+    }
+    if (!idle.empty()) {
+      release(idle);
+      data = provider->allocate(key, capacity);
+    }
+  }
+  if (data == nullptr) {
+    return Status(Code::kNoMemory,
+                  "could not allocate a fusion buffer of " + std::to_string(capacity) + " bytes" +
+                      (key.device >= 0 ? " on device " + std::to_string(key.device) : ""));
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++stats_.allocations;
+  stats_.bytesHeld += capacity;
   ++stats_.leases;
   ++stats_.leasedNow;
   out->owner_ = this;
   out->key_ = key;
-  out->data_ = buffer.data;
-  out->capacity_ = buffer.capacity;
+  out->data_ = data;
+  out->capacity_ = capacity;
   return Status::ok();
 }
 
 void FusionAllocator::giveBack(const BufferKey& key, void* data, size_t capacity) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  --stats_.leasedNow;
-  auto& pool = free_[key];
-  pool.push_back({data, capacity});
-  if (capacity > std::max<size_t>(threshold_, 64 * 1024) || pool.size() > kMaxPooledPerKey) {
-    // Drop the smallest buffer (or the oversized one just returned): bounded memory.
-    auto victim = capacity > std::max<size_t>(threshold_, 64 * 1024)
-                      ? pool.end() - 1
-                      : std::min_element(pool.begin(), pool.end(), [](auto& a, auto& b) {
-                          return a.capacity < b.capacity;
-                        });
-    providerFor(key)->release(key, victim->data);
-    stats_.bytesHeld -= victim->capacity;
-    pool.erase(victim);
+  std::vector<Freed> victims;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    --stats_.leasedNow;
+    auto& pool = free_[key];
+    pool.push_back({data, capacity});
+    const size_t largest = std::max<size_t>(threshold_, 64 * 1024);
+    if (capacity > largest || pool.size() > kMaxPooledPerKey) {
+      // Drop the smallest buffer (or the oversized one just returned): bounded memory.
+      auto victim = capacity > largest
+                        ? pool.end() - 1
+                        : std::min_element(pool.begin(), pool.end(), [](auto& a, auto& b) {
+                            return a.capacity < b.capacity;
+                          });
+      victims.push_back({key, *victim});
+      stats_.bytesHeld -= victim->capacity;
+      pool.erase(victim);
+    }
   }
+  release(victims);
 }
 
-void FusionAllocator::trim() {
+void FusionAllocator::forget(size_t capacity) {
   std::lock_guard<std::mutex> lock(mutex_);
+  --stats_.leasedNow;
+  stats_.bytesHeld -= capacity;
+  ++stats_.abandoned;
+}
+
+void FusionAllocator::takeIdle(int32_t device, std::vector<Freed>* out) {
   for (auto& [key, pool] : free_) {
-    for (Buffer& b : pool) {
-      providerFor(key)->release(key, b.data);
+    if (key.device != device) continue;
+    for (const Buffer& b : pool) {
+      out->push_back({key, b});
       stats_.bytesHeld -= b.capacity;
     }
     pool.clear();
   }
+}
+
+void FusionAllocator::release(const std::vector<Freed>& buffers) {
+  for (const Freed& f : buffers) {
+    MemoryProvider* provider = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      provider = providerFor(f.key);
+    }
+    if (provider != nullptr) provider->release(f.key, f.buffer.data);
+  }
+}
+
+void FusionAllocator::trim() {
+  std::vector<Freed> all;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [key, pool] : free_) {
+      for (const Buffer& b : pool) {
+        all.push_back({key, b});
+        stats_.bytesHeld -= b.capacity;
+      }
+    }
+    free_.clear();
+  }
+  release(all);
+}
+
+void FusionAllocator::trim(const BufferKey& key) {
+  std::vector<Freed> freed;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = free_.find(key);
+    if (it == free_.end()) return;
+    for (const Buffer& b : it->second) {
+      freed.push_back({key, b});
+      stats_.bytesHeld -= b.capacity;
+    }
+    free_.erase(it);  // the key is gone for good: no empty pool left behind per dead stream
+  }
+  release(freed);
 }
 
 AllocatorStats FusionAllocator::stats() const {

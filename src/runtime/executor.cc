@@ -30,6 +30,10 @@ struct Executor::Plane {
   backends::MemoryOps* memory = nullptr;
   backends::DeviceCollectives* device = nullptr;  // null on the host
   fusion::BufferKey key;                          // of its fusion buffers
+  // The batch's scratch buffer, owned by the caller of beginPlane and kept until after
+  // endPlane's fence: device work may use it until then, and a lease given back earlier could
+  // be leased to another communicator (or freed) while the device still writes it.
+  Scratch* scratch = nullptr;
 };
 
 namespace {
@@ -58,9 +62,11 @@ int64_t scatterOffset(int64_t d0, int size, int r) {
   return static_cast<int64_t>(r) * (d0 / size) + std::min<int64_t>(r, d0 % size);
 }
 
+}  // namespace
+
 // A temporary buffer: a pooled fusion buffer when it fits the threshold, else plain memory.
 // Device memory always comes from the allocator (it does not pool buffers above the threshold).
-class Scratch {
+class Executor::Scratch {
  public:
   Status allocate(const fusion::BufferKey& key, size_t bytes, size_t threshold) {
     if (bytes <= threshold || key.device != kHostDevice) {
@@ -73,11 +79,23 @@ class Scratch {
   uint8_t* data() const {
     return plain_ ? plain_.get() : static_cast<uint8_t*>(lease_.data());
   }
+  // The device may still use the buffer (its fence failed): never pool it again.
+  void abandon() { lease_.abandon(); }
 
  private:
   fusion::Lease lease_;
   std::unique_ptr<uint8_t[]> plain_;
 };
+
+namespace {
+
+// A device batch that failed on this rank may have skipped its collective, leaving this rank's
+// device communicator out of step with its peers: its next call would pair with their current
+// one (wrong data, or a hang). Aborting the plane makes this rank's later device collectives on
+// it fail at once instead; the peers still wait for this batch until their stall shutdown.
+void abortPlaneAfterFailure(backends::DeviceCollectives* device, const Status& s) {
+  if (device != nullptr && !s.isOk()) device->abort(s);
+}
 
 // Memory for an output that could not be allocated, on the output's device (null on failure).
 std::shared_ptr<void> fallbackMemory(int32_t device, size_t bytes) {
@@ -104,6 +122,11 @@ Executor::Executor(backends::Channel& channel, const Config& config,
       finish_(std::move(finish)),
       rank_(channel.rank()),
       size_(channel.size()) {}
+
+Executor::~Executor() {
+  if (!abort_.load()) return;
+  for (auto& entry : devices_) entry.second->abort(shutDown("the communicator was aborted"));
+}
 
 void Executor::recordExecution(const std::vector<const LocalOp*>& ops, OpKind kind,
                                size_t tensors, std::chrono::steady_clock::time_point start) {
@@ -168,18 +191,22 @@ Status Executor::beginPlane(const Plane& plane, const std::vector<Item>& items) 
 
 Status Executor::endPlane(const Plane& plane, const std::vector<Item>& items) {
   if (plane.device == nullptr) return Status::ok();
+  Status signalled;
   void* last = nullptr;
   bool any = false;
   for (const Item& it : items) {
     if (!it.op) continue;
     void* stream = it.op->inputs[it.member].stream;
     if (any && stream == last) continue;
-    HCOLL_RETURN_IF_ERROR(plane.device->signal(stream));
+    if (signalled.isOk()) signalled = plane.device->signal(stream);
     last = stream;
     any = true;
   }
   // The request completes when the device finished: hcoll_test/wait report device completion.
-  return waitFor(*plane.device->fence(), dataPlanePolicy(), abort_);
+  // Fenced even after a failed signal: the device may still use the batch's buffers.
+  Status fenced = waitFor(*plane.device->fence(), dataPlanePolicy(), abort_);
+  if (!fenced.isOk() && plane.scratch != nullptr) plane.scratch->abandon();
+  return signalled.isOk() ? fenced : signalled;
 }
 
 void Executor::execute(const std::vector<ResponsePtr>& responses, PendingOps& pending) {
@@ -313,8 +340,13 @@ void Executor::runFusible(const std::vector<const Response*>& run, PendingOps& p
 Status Executor::runBatch(OpKind kind, const std::vector<Item>& items) {
   Plane plane;
   HCOLL_RETURN_IF_ERROR(planeFor(items, &plane));
-  HCOLL_RETURN_IF_ERROR(beginPlane(plane, items));
-  Status s;
+  Scratch scratch;  // outlives endPlane's fence (see Plane::scratch)
+  plane.scratch = &scratch;
+  Status s = beginPlane(plane, items);
+  if (!s.isOk()) {
+    abortPlaneAfterFailure(plane.device, s);
+    return s;
+  }
   switch (kind) {
     case OpKind::kAllreduce: s = allreduceBatch(plane, items); break;
     case OpKind::kAllgather: s = allgatherBatch(plane, items); break;
@@ -324,6 +356,7 @@ Status Executor::runBatch(OpKind kind, const std::vector<Item>& items) {
   }
   // Device work may still read scratch buffers of the batch: always wait for it to finish.
   Status ended = endPlane(plane, items);
+  abortPlaneAfterFailure(plane.device, s.isOk() ? ended : s);
   return s.isOk() ? ended : s;
 }
 
@@ -336,7 +369,7 @@ Status Executor::allreduceBatch(const Plane& plane, const std::vector<Item>& ite
   for (const Item& it : items) total += it.elements();
   if (total == 0) return Status::ok();
 
-  Scratch scratch;
+  Scratch& scratch = *plane.scratch;
   uint8_t* buffer = nullptr;
   const bool direct = items.size() == 1 && items[0].op != nullptr;
   if (direct) {  // reduce in the caller's output: no fusion copy
@@ -394,7 +427,7 @@ Status Executor::allgatherBatch(const Plane& plane, const std::vector<Item>& ite
     return submitAndWait(
         plane.collectives->allgatherv(it.input().data, perRank[me], it.output, perRank), total, 1);
   }
-  Scratch scratch;
+  Scratch& scratch = *plane.scratch;
   HCOLL_RETURN_IF_ERROR(scratch.allocate(plane.key, total, config_.fusionThresholdBytes));
   uint8_t* buffer = scratch.data();
   size_t myOffset = 0;
@@ -429,7 +462,7 @@ Status Executor::broadcastBatch(const Plane& plane, const std::vector<Item>& ite
   if (items.size() == 1) {
     return submitAndWait(plane.collectives->broadcast(items[0].input().data, total, root), total, 1);
   }
-  Scratch scratch;
+  Scratch& scratch = *plane.scratch;
   HCOLL_RETURN_IF_ERROR(scratch.allocate(plane.key, total, config_.fusionThresholdBytes));
   uint8_t* buffer = scratch.data();
   size_t offset = 0;
@@ -471,7 +504,7 @@ Status Executor::reducescatterBatch(const Plane& plane, const std::vector<Item>&
   const size_t mine = counts[rank_];
 
   const bool direct = items.size() == 1 && spec.prescale == 1.0;
-  Scratch scratch;
+  Scratch& scratch = *plane.scratch;
   uint8_t* recv = nullptr;
   const void* send = nullptr;
   if (direct) {
@@ -529,15 +562,20 @@ Status Executor::alltoall(const Response& r, LocalOp& op) {
   shape[0] = rows;
   Plane plane;
   HCOLL_RETURN_IF_ERROR(planeFor(op.inputs[0].device, &plane));
+  Scratch deviceFallback;  // outlives endPlane's fence (see Plane::scratch)
+  plane.scratch = &deviceFallback;
   const std::vector<Item> items{Item{&r, 0, &op, nullptr}};
-  HCOLL_RETURN_IF_ERROR(beginPlane(plane, items));
+  Status begun = beginPlane(plane, items);
+  abortPlaneAfterFailure(plane.device, begun);
+  HCOLL_RETURN_IF_ERROR(begun);
   void* out = nullptr;
   Status allocated = op.request->addOutput(local.dtype, shape, op.spec.device, op.inputs[0].stream, &out);
   std::unique_ptr<uint8_t[]> fallback;
-  Scratch deviceFallback;
   if (!allocated.isOk()) {  // still take part: the other ranks are committed to the exchange
     if (plane.device) {
-      HCOLL_RETURN_IF_ERROR(deviceFallback.allocate(plane.key, rows * rowBytes + 1, 0));
+      Status s = deviceFallback.allocate(plane.key, rows * rowBytes + 1, 0);
+      abortPlaneAfterFailure(plane.device, s);
+      HCOLL_RETURN_IF_ERROR(s);
       out = deviceFallback.data();
     } else {
       fallback.reset(new (std::nothrow) uint8_t[rows * rowBytes + 1]);
@@ -549,6 +587,7 @@ Status Executor::alltoall(const Response& r, LocalOp& op) {
   Status s = submitAndWait(plane.collectives->alltoallv(op.inputs[0].data, sendBytes, out, recvBytes),
                            total, 1);
   Status ended = endPlane(plane, items);
+  abortPlaneAfterFailure(plane.device, s.isOk() ? ended : s);
   HCOLL_RETURN_IF_ERROR(s);
   HCOLL_RETURN_IF_ERROR(ended);
   op.request->setReceivedSplits({std::move(received)});

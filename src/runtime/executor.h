@@ -26,6 +26,8 @@ class Executor {
 
   Executor(backends::Channel& channel, const Config& config, const std::atomic<bool>& abort,
            CommStats& stats, Finish finish);
+  // Aborts the device planes when the communicator was aborted (no wait for device or peers).
+  ~Executor();
 
   // Runs `responses` in order. Every local op a response names is taken out of `pending` and
   // handed to `finish` with its final status.
@@ -39,6 +41,7 @@ class Executor {
  private:
   struct Item;   // one member tensor of one response
   struct Plane;  // where a batch runs: host (the channel) or a device backend
+  class Scratch;  // a batch's temporary buffer
   void runFusible(const std::vector<const Response*>& run, PendingOps& pending);
   Status runBatch(OpKind kind, const std::vector<Item>& items);
   Status allreduceBatch(const Plane& plane, const std::vector<Item>& items);

@@ -1,73 +1,22 @@
-// NCCL backend on CUDA tensors, every rank on device (rank % devices): exact small-integer
+// NCCL backend on CUDA tensors, one GPU per rank (local rank r on GPU r): exact small-integer
 // inputs, results checked against a direct computation. Without a GPU it checks that CUDA
-// tensors are rejected with UNSUPPORTED and prints "SKIPPED: no CUDA device".
-
-#include <cuda_runtime_api.h>
+// tensors are rejected with UNSUPPORTED and prints "SKIPPED: no CUDA device"; with more ranks
+// on a node than GPUs the device cases print "SKIPPED: ..." and pass (NCCL cannot run them).
 
 #include <numeric>
 #include <vector>
 
-#include "support/test_util.h"
+#include "gpu/gpu_util.h"
 
-namespace {
-
-int visibleDevices() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
-  return n;
-}
-
-bool skipWithoutGpu() {
-  if (visibleDevices() > 0) return false;
-  WARN("SKIPPED: no CUDA device");
-  return true;
-}
-
-struct DeviceBuffer {
-  explicit DeviceBuffer(size_t bytes) { REQUIRE(cudaMalloc(&ptr, bytes == 0 ? 1 : bytes) == cudaSuccess); }
-  ~DeviceBuffer() { cudaFree(ptr); }
-  void* ptr = nullptr;
-};
-
-int myDevice() { return htest::worldRank() % visibleDevices(); }
-
-hcoll_tensor_t cudaTensor(void* data, hcoll_dtype_t dtype, const std::vector<int64_t>& shape,
-                          cudaStream_t stream) {
-  hcoll_tensor_t t{};
-  t.data = data;
-  t.dtype = dtype;
-  t.ndim = static_cast<int32_t>(shape.size());
-  t.shape = shape.data();
-  t.device = myDevice();
-  t.stream = stream;
-  return t;
-}
-
-template <class T>
-std::vector<T> download(const void* ptr, size_t n) {
-  std::vector<T> v(n);
-  REQUIRE(cudaMemcpy(v.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
-  return v;
-}
-
-template <class T>
-void upload(void* ptr, const std::vector<T>& v) {
-  REQUIRE(cudaMemcpy(ptr, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
-}
-
-struct Stream {
-  Stream() {
-    REQUIRE(cudaSetDevice(myDevice()) == cudaSuccess);
-    REQUIRE(cudaStreamCreate(&s) == cudaSuccess);
-  }
-  ~Stream() { cudaStreamDestroy(s); }
-  cudaStream_t s = nullptr;
-};
-
-}  // namespace
+using gtest::cudaTensor;
+using gtest::DeviceBuffer;
+using gtest::download;
+using gtest::myDevice;
+using gtest::Stream;
+using gtest::upload;
 
 TEST_CASE("CUDA tensors without a GPU are UNSUPPORTED", "[gpu]") {
-  if (visibleDevices() > 0) return;
+  if (gtest::visibleDevices() > 0) return;
   float x = 0;
   int64_t shape[1] = {1};
   hcoll_tensor_t t{&x, HCOLL_FLOAT32, 1, shape, 0, nullptr};
@@ -79,7 +28,7 @@ TEST_CASE("CUDA tensors without a GPU are UNSUPPORTED", "[gpu]") {
 }
 
 TEST_CASE("GPU allreduce: sum, average with scaling, in place, fused group", "[gpu]") {
-  if (skipWithoutGpu()) return;
+  if (gtest::skipUnlessGpuPerRank()) return;
   const int r = htest::worldRank(), n = htest::worldSize();
   Stream stream;
   for (int64_t count : {int64_t{1}, int64_t{1000}, int64_t{1} << 20}) {
@@ -97,7 +46,8 @@ TEST_CASE("GPU allreduce: sum, average with scaling, in place, fused group", "[g
     const float rankSum = n * (n - 1) / 2.0f;
     for (int64_t i = 0; i < count; ++i) REQUIRE(got[i] == (i % 7) * n + rankSum);
     // AVERAGE with prescale 2 and postscale 0.5, in place: the average itself.
-    HCOLL_REQUIRE_OK(hcoll_allreduce(htest::world(), nullptr, &ti, &ti, HCOLL_AVERAGE, 2.0, 0.5, &req));
+    HCOLL_REQUIRE_OK(
+        hcoll_allreduce(htest::world(), nullptr, &ti, &ti, HCOLL_AVERAGE, 2.0, 0.5, &req));
     HCOLL_REQUIRE_OK(htest::waitAndFree(req));
     got = download<float>(in.ptr, count);
     for (int64_t i = 0; i < count; ++i) REQUIRE(got[i] == Approx((i % 7) + rankSum / n));
@@ -107,7 +57,8 @@ TEST_CASE("GPU allreduce: sum, average with scaling, in place, fused group", "[g
   std::vector<std::unique_ptr<DeviceBuffer>> bufs;
   std::vector<hcoll_tensor_t> ts;
   for (auto& s : shapes) {
-    size_t e = static_cast<size_t>(std::accumulate(s.begin(), s.end(), int64_t{1}, std::multiplies<>()));
+    size_t e =
+        static_cast<size_t>(std::accumulate(s.begin(), s.end(), int64_t{1}, std::multiplies<>()));
     bufs.push_back(std::make_unique<DeviceBuffer>(e * 4));
     upload(bufs.back()->ptr, std::vector<int32_t>(e, r + 1));
     ts.push_back(cudaTensor(bufs.back()->ptr, HCOLL_INT32, s, stream.s));
@@ -122,8 +73,9 @@ TEST_CASE("GPU allreduce: sum, average with scaling, in place, fused group", "[g
   }
 }
 
-TEST_CASE("GPU allgather with a different dim0 per rank, broadcast, alltoall, reducescatter", "[gpu]") {
-  if (skipWithoutGpu()) return;
+TEST_CASE("GPU allgather with a different dim0 per rank, broadcast, alltoall, reducescatter",
+          "[gpu]") {
+  if (gtest::skipUnlessGpuPerRank()) return;
   const int r = htest::worldRank(), n = htest::worldSize();
   Stream stream;
   hcoll_request_t req;

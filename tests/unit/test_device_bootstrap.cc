@@ -1,12 +1,16 @@
-// The lazy NCCL bootstrap's unique-id exchange over a communicator's control plane, with a fake
-// channel: rank 0 makes the id, others receive it; a failure on rank 0 fails every rank.
+// The lazy NCCL bootstrap's unique-id exchange over a communicator's control plane, with fake
+// channels: rank 0 makes the id, others receive it; a failure on any rank, before the NCCL
+// initialization, fails every rank and leaves none waiting (ranks as threads).
 
 #include "hcoll/config.h"
 #if HCOLL_WITH_NCCL  // the backend sources are built with it
 
 #include <catch2/catch.hpp>
 
+#include <map>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "backends/nccl/nccl_bootstrap.h"
@@ -44,7 +48,9 @@ class FakeChannel final : public Channel {
   Status create(const std::vector<int32_t>&, std::unique_ptr<Channel>*) override {
     return Status::ok();
   }
-  PendingPtr allreduce(void*, size_t, hcoll::DataType, hcoll::ReduceOp) override { return unused(); }
+  PendingPtr allreduce(void*, size_t, hcoll::DataType, hcoll::ReduceOp) override {
+    return unused();
+  }
   PendingPtr allgatherv(const void*, size_t, void*, const std::vector<size_t>&) override {
     return unused();
   }
@@ -61,14 +67,144 @@ class FakeChannel final : public Channel {
   int broadcasts = 0;
 
  private:
-  static PendingPtr unused() { return hcoll::backends::finished(Status(Code::kInternal, "unused")); }
+  static PendingPtr unused() {
+    return hcoll::backends::finished(Status(Code::kInternal, "unused"));
+  }
   int rank_;
   std::vector<uint8_t>* wire_;
 };
 
+// Ranks as threads: each rank's k-th control-plane call meets the other ranks' k-th call.
+class ThreadWorld {
+ public:
+  explicit ThreadWorld(int size) : size_(size) {}
+  int size() const { return size_; }
+
+  struct Round {
+    std::vector<uint8_t> root;
+    bool rootSent = false;
+    uint64_t bits = ~uint64_t{0};
+    int arrived = 0;
+  };
+  std::mutex mutex;
+  std::map<int, Round> rounds;
+
+ private:
+  int size_;
+};
+
+class ThreadChannel final : public Channel {
+ public:
+  ThreadChannel(ThreadWorld& world, int rank) : world_(world), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return world_.size(); }
+  int localRank() const override { return rank_; }
+  int localSize() const override { return world_.size(); }
+  PendingPtr allreduceBitsAnd(uint64_t* words, size_t count) override {
+    if (count != 1) return unused();  // (no Catch2 assertions off the main thread)
+    const int round = calls_++;
+    {
+      std::lock_guard<std::mutex> lock(world_.mutex);
+      world_.rounds[round].bits &= words[0];
+      ++world_.rounds[round].arrived;
+    }
+    return std::make_unique<Poll>([this, round, words] {
+      std::lock_guard<std::mutex> lock(world_.mutex);
+      if (world_.rounds[round].arrived < world_.size()) return false;
+      words[0] = world_.rounds[round].bits;
+      return true;
+    });
+  }
+  PendingPtr broadcastBytes(std::vector<uint8_t>* buf) override {
+    const int round = calls_++;
+    if (rank_ == 0) {
+      std::lock_guard<std::mutex> lock(world_.mutex);
+      world_.rounds[round].root = *buf;
+      world_.rounds[round].rootSent = true;
+      return hcoll::backends::finished();
+    }
+    return std::make_unique<Poll>([this, round, buf] {
+      std::lock_guard<std::mutex> lock(world_.mutex);
+      if (!world_.rounds[round].rootSent) return false;
+      *buf = world_.rounds[round].root;
+      return true;
+    });
+  }
+  PendingPtr gatherBytes(std::vector<uint8_t>, std::vector<std::vector<uint8_t>>*) override {
+    return unused();
+  }
+  Status split(int, int, std::unique_ptr<Channel>*) override { return Status::ok(); }
+  Status create(const std::vector<int32_t>&, std::unique_ptr<Channel>*) override {
+    return Status::ok();
+  }
+  PendingPtr allreduce(void*, size_t, hcoll::DataType, hcoll::ReduceOp) override {
+    return unused();
+  }
+  PendingPtr allgatherv(const void*, size_t, void*, const std::vector<size_t>&) override {
+    return unused();
+  }
+  PendingPtr broadcast(void*, size_t, int) override { return unused(); }
+  PendingPtr alltoallv(const void*, const std::vector<size_t>&, void*,
+                       const std::vector<size_t>&) override {
+    return unused();
+  }
+  PendingPtr reduceScatter(const void*, void*, const std::vector<size_t>&, hcoll::DataType,
+                           hcoll::ReduceOp) override {
+    return unused();
+  }
+  PendingPtr barrier() override { return unused(); }
+
+ private:
+  class Poll final : public hcoll::backends::Pending {
+   public:
+    explicit Poll(std::function<bool()> done) : done_(std::move(done)) {}
+    bool poll(Status* status) override {
+      *status = Status::ok();
+      return done_();
+    }
+
+   private:
+    std::function<bool()> done_;
+  };
+  static PendingPtr unused() {
+    return hcoll::backends::finished(Status(Code::kInternal, "unused"));
+  }
+  ThreadWorld& world_;
+  int rank_;
+  int calls_ = 0;
+};
+
+// Runs prepareBootstrap on `n` thread ranks, rank r's local preparation giving local[r].
+std::vector<Status> bootstrapAll(const std::vector<Status>& local, int* idsMade,
+                                 std::vector<std::vector<uint8_t>>* ids) {
+  const int n = static_cast<int>(local.size());
+  ThreadWorld world(n);
+  std::vector<Status> out(n);
+  ids->assign(n, {});
+  std::mutex madeMutex;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      ThreadChannel channel(world, r);
+      out[r] = hcoll::backends::nccl::prepareBootstrap(
+          channel, 4, local[r],
+          [&](std::vector<uint8_t>* id) {
+            std::lock_guard<std::mutex> lock(madeMutex);
+            ++*idsMade;
+            *id = {7, 7, 7, 7};
+            return Status::ok();
+          },
+          &(*ids)[r]);
+    });
+  }
+  for (auto& t : threads) t.join();  // a rank left waiting would hang the test here
+  return out;
+}
+
 }  // namespace
 
-TEST_CASE("NCCL bootstrap: rank 0's id reaches the other ranks over the control plane") {
+TEST_CASE("NCCL bootstrap: rank 0's id reaches the other ranks over the control plane",
+          "[device]") {
   std::vector<uint8_t> wire;
   FakeChannel root(0, &wire), other(1, &wire);
   int made = 0;
@@ -87,7 +223,8 @@ TEST_CASE("NCCL bootstrap: rank 0's id reaches the other ranks over the control 
   CHECK(other.broadcasts == 1);
 }
 
-TEST_CASE("NCCL bootstrap: a failure on rank 0 fails every rank instead of hanging one") {
+TEST_CASE("NCCL bootstrap: a failure on rank 0 fails every rank instead of hanging one",
+          "[device]") {
   std::vector<uint8_t> wire{9, 9};
   FakeChannel root(0, &wire), other(1, &wire);
   auto fails = [](std::vector<uint8_t>*) { return Status(Code::kBackend, "no NCCL"); };
@@ -100,7 +237,7 @@ TEST_CASE("NCCL bootstrap: a failure on rank 0 fails every rank instead of hangi
   CHECK(wire.empty());
 }
 
-TEST_CASE("NCCL bootstrap: an id of the wrong size is rejected") {
+TEST_CASE("NCCL bootstrap: an id of the wrong size is rejected", "[device]") {
   std::vector<uint8_t> wire;
   FakeChannel root(0, &wire);
   auto shortId = [](std::vector<uint8_t>* id) {
@@ -111,7 +248,44 @@ TEST_CASE("NCCL bootstrap: an id of the wrong size is rejected") {
   CHECK(hcoll::backends::nccl::shareUniqueId(root, 128, shortId, &id).code() == Code::kBackend);
 }
 
-TEST_CASE("Fusion allocator: device buffers are keyed by (device, stream) through a provider") {
+TEST_CASE("NCCL bootstrap: every rank ready, every rank gets rank 0's id", "[device]") {
+  int made = 0;
+  std::vector<std::vector<uint8_t>> ids;
+  auto s = bootstrapAll({Status::ok(), Status::ok(), Status::ok()}, &made, &ids);
+  for (int r = 0; r < 3; ++r) {
+    INFO("rank " << r << ": " << s[r].message());
+    CHECK(s[r].isOk());
+    CHECK(ids[r] == std::vector<uint8_t>{7, 7, 7, 7});
+  }
+  CHECK(made == 1);
+}
+
+TEST_CASE("NCCL bootstrap: a rank that failed to prepare fails every rank, none waits",
+          "[device]") {
+  int made = 0;
+  std::vector<std::vector<uint8_t>> ids;
+  SECTION("a rank other than 0 (e.g. its stream could not be created)") {
+    auto s = bootstrapAll(
+        {Status::ok(), Status(Code::kBackend, "cudaStreamCreate: out of memory"), Status::ok()},
+        &made, &ids);
+    CHECK(s[1].message() == "cudaStreamCreate: out of memory");  // its own reason
+    for (int r : {0, 2}) {
+      CHECK(s[r].code() == Code::kBackend);
+      CHECK(s[r].message().find("another rank") != std::string::npos);
+    }
+    CHECK(made == 1);
+  }
+  SECTION("rank 0 (e.g. cudaSetDevice failed): it makes no id") {
+    auto s = bootstrapAll({Status(Code::kBackend, "cudaSetDevice: invalid device"), Status::ok()},
+                          &made, &ids);
+    CHECK(s[0].message() == "cudaSetDevice: invalid device");
+    CHECK(s[1].code() == Code::kBackend);
+    CHECK(made == 0);
+  }
+}
+
+TEST_CASE("Fusion allocator: device buffers are keyed by (device, stream) through a provider",
+          "[device]") {
   struct Provider : hcoll::fusion::MemoryProvider {
     std::vector<hcoll::fusion::BufferKey> keys;
     std::vector<std::unique_ptr<uint8_t[]>> blocks;

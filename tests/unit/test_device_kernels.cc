@@ -11,7 +11,7 @@
 #include "backends/nccl/nccl_kernels.h"
 #include "backends/nccl/nccl_types.h"
 
-TEST_CASE("Device kernels compile to PTX for Volta..Hopper") {
+TEST_CASE("Device kernels compile to PTX for Volta..Hopper", "[device]") {
   for (auto cc : {std::pair<int, int>{7, 5}, {8, 0}, {9, 0}}) {
     std::string ptx, log;
     hcoll::Status s = hcoll::backends::nccl::compileKernels(cc.first, cc.second, &ptx, &log);
@@ -25,7 +25,8 @@ TEST_CASE("Device kernels compile to PTX for Volta..Hopper") {
   }
 }
 
-TEST_CASE("NCCL type mapping: bool as uint8 with MAX/MIN, 16-bit integers unsupported") {
+TEST_CASE("NCCL type mapping: bool as uint8 with MAX/MIN, 16-bit integers unsupported",
+          "[device]") {
   using hcoll::DataType;
   using hcoll::ReduceOp;
   ncclDataType_t t;
@@ -46,10 +47,14 @@ TEST_CASE("NCCL type mapping: bool as uint8 with MAX/MIN, 16-bit integers unsupp
 }
 #endif
 
-TEST_CASE("Device backend: present exactly when built, never crashes without a GPU") {
+TEST_CASE("Device backend: present exactly when built, never crashes without a GPU", "[device]") {
   hcoll::backends::DeviceBackend* backend = hcoll::backends::deviceBackend();
   CHECK((backend != nullptr) == (HCOLL_WITH_NCCL == 1));
   if (backend == nullptr) return;
+  // 16-bit integers are refused at submission for CUDA tensors, GPU or not.
+  CHECK(backend->checkReduction(hcoll::DataType::kInt16).code() == hcoll::Code::kUnsupported);
+  CHECK(backend->checkReduction(hcoll::DataType::kUint16).code() == hcoll::Code::kUnsupported);
+  CHECK(backend->checkReduction(hcoll::DataType::kBfloat16).isOk());
   const bool available = backend->available();  // cudaGetDeviceCount fails cleanly without one
   CHECK(backend->available() == available);     // probed once, stable
   if (!available) {

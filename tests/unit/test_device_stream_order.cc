@@ -59,11 +59,14 @@ class FakeEvents final : public EventApi {
   intptr_t next_ = 0;
 };
 
-void* streamId(intptr_t i) { return reinterpret_cast<void*>(i); }
+void* streamId(intptr_t i) {
+  return reinterpret_cast<void*>(i);
+}
 
 }  // namespace
 
-TEST_CASE("StreamOrder: the internal stream waits for markers, callers wait for the work") {
+TEST_CASE("StreamOrder: the internal stream waits for markers, callers wait for the work",
+          "[device]") {
   FakeEvents api;
   StreamOrder order(api, streamId(100), {});
   void* marker = nullptr;
@@ -77,7 +80,7 @@ TEST_CASE("StreamOrder: the internal stream waits for markers, callers wait for 
   CHECK(api.log[2] == "7 waits 2");
 }
 
-TEST_CASE("StreamOrder: fence finishes only when the recorded event completed") {
+TEST_CASE("StreamOrder: fence finishes only when the recorded event completed", "[device]") {
   FakeEvents api;
   StreamOrder order(api, streamId(100), {});
   auto fence = order.fence();
@@ -90,7 +93,7 @@ TEST_CASE("StreamOrder: fence finishes only when the recorded event completed") 
   CHECK(s.isOk());
 }
 
-TEST_CASE("StreamOrder: events are pooled, a steady state creates none") {
+TEST_CASE("StreamOrder: events are pooled, a steady state creates none", "[device]") {
   FakeEvents api;
   StreamOrder order(api, streamId(100), {});
   for (int i = 0; i < 50; ++i) {
@@ -104,12 +107,11 @@ TEST_CASE("StreamOrder: events are pooled, a steady state creates none") {
   CHECK(order.eventsCreated() <= 2);
 }
 
-TEST_CASE("StreamOrder: an asynchronous error finishes a fence with that error") {
+TEST_CASE("StreamOrder: an asynchronous error finishes a fence with that error", "[device]") {
   FakeEvents api;
   bool failed = false;
-  StreamOrder order(api, streamId(100), [&] {
-    return failed ? Status(Code::kBackend, "peer gone") : Status::ok();
-  });
+  StreamOrder order(api, streamId(100),
+                    [&] { return failed ? Status(Code::kBackend, "peer gone") : Status::ok(); });
   auto fence = order.fence();
   Status s;
   CHECK_FALSE(fence->poll(&s));
@@ -119,7 +121,8 @@ TEST_CASE("StreamOrder: an asynchronous error finishes a fence with that error")
   CHECK(s.message() == "peer gone");
 }
 
-TEST_CASE("StreamOrder: a failed event query is the fence's error; events are destroyed") {
+TEST_CASE("StreamOrder: a failed event query is the fence's error; events are destroyed",
+          "[device]") {
   FakeEvents api;
   {
     StreamOrder order(api, streamId(100), {});

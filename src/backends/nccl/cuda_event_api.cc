@@ -14,13 +14,14 @@ class CudaEventApi final : public EventApi {
   }
   void destroyEvent(void* event) override { cudaEventDestroy(static_cast<cudaEvent_t>(event)); }
   Status record(void* event, void* stream) override {
-    return cudaStatus(cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)),
-                      "cudaEventRecord");
+    return cudaStatus(
+        cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)),
+        "cudaEventRecord");
   }
   Status streamWait(void* stream, void* event) override {
-    return cudaStatus(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream),
-                                          static_cast<cudaEvent_t>(event), 0),
-                      "cudaStreamWaitEvent");
+    return cudaStatus(
+        cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event), 0),
+        "cudaStreamWaitEvent");
   }
   EventState query(void* event, Status* failure) override {
     cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(event));

@@ -24,15 +24,22 @@ inline Status ncclStatus(ncclResult_t r, const char* what) {
 #define HCOLL_NCCL(expr) HCOLL_RETURN_IF_ERROR(::hcoll::backends::nccl::ncclStatus((expr), #expr))
 
 // Makes `device` current for the scope and restores the caller's device after, so that hcoll
-// never changes the current device of an application thread.
+// never changes the current device of an application thread. Every entry point that creates,
+// records or launches anything on a device holds one for its whole duration: CUDA binds events,
+// streams and launches to the current device, and the negotiation thread may serve several.
 class DeviceGuard {
  public:
   explicit DeviceGuard(int device) {
-    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
-    status_ = previous_ == device ? Status::ok() : cudaStatus(cudaSetDevice(device), "cudaSetDevice");
+    if (cudaGetDevice(&previous_) != cudaSuccess) {
+      cudaGetLastError();
+      previous_ = -1;
+    }
+    if (previous_ == device) return;
+    status_ = cudaStatus(cudaSetDevice(device), "cudaSetDevice");
+    changed_ = status_.isOk() && previous_ >= 0;
   }
   ~DeviceGuard() {
-    if (previous_ >= 0) cudaSetDevice(previous_);
+    if (changed_) cudaSetDevice(previous_);
   }
   DeviceGuard(const DeviceGuard&) = delete;
   DeviceGuard& operator=(const DeviceGuard&) = delete;
@@ -40,6 +47,7 @@ class DeviceGuard {
 
  private:
   int previous_ = -1;
+  bool changed_ = false;
   Status status_;
 };
 

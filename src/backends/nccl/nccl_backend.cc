@@ -5,6 +5,7 @@
 
 #include "backends/nccl/cuda_util.h"
 #include "backends/nccl/nccl_channel.h"
+#include "backends/nccl/nccl_types.h"
 #include "fusion/fusion_allocator.h"
 #include "runtime/logging.h"
 
@@ -59,7 +60,15 @@ class NcclDeviceBackend final : public DeviceBackend {
     return Status::ok();
   }
 
-  Status create(Channel& control, int32_t device, std::unique_ptr<DeviceCollectives>* out) override {
+  Status checkReduction(DataType dtype) const override {
+    // The operator does not matter for which types NCCL has; any one asks the same question.
+    ncclDataType_t type;
+    ncclRedOp_t op;
+    return toNccl(dtype, ReduceOp::kSum, &type, &op);
+  }
+
+  Status create(Channel& control, int32_t device,
+                std::unique_ptr<DeviceCollectives>* out) override {
     // Only reachable after a submission passed mark(), so a device is visible here.
     if (!available()) return Status(Code::kUnsupported, "no CUDA device is visible");
     return NcclChannel::create(control, device, out);

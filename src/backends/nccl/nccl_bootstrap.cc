@@ -39,4 +39,27 @@ Status shareUniqueId(Channel& control, size_t idBytes,
   return Status::ok();
 }
 
+Status agreeOnSuccess(Channel& control, const Status& local) {
+  uint64_t ready = local.isOk() ? 1 : 0;
+  Status s = drive(*control.allreduceBitsAnd(&ready, 1));
+  if (!local.isOk()) return local;
+  HCOLL_RETURN_IF_ERROR(s);
+  if (ready == 0) {
+    return backendError(
+        "another rank could not prepare its NCCL communicator (its log and its request say why)");
+  }
+  return Status::ok();
+}
+
+Status prepareBootstrap(Channel& control, size_t idBytes, const Status& local,
+                        const std::function<Status(std::vector<uint8_t>*)>& makeId,
+                        std::vector<uint8_t>* id) {
+  // Rank 0 makes no id when it is not ready itself: its empty id fails every rank, and the
+  // agreement below still runs so that the ranks stay in step.
+  Status shared = shareUniqueId(
+      control, idBytes,
+      [&](std::vector<uint8_t>* bytes) { return local.isOk() ? makeId(bytes) : local; }, id);
+  return agreeOnSuccess(control, local.isOk() ? shared : local);
+}
+
 }  // namespace hcoll::backends::nccl

@@ -1,8 +1,9 @@
 #pragma once
 // The device data plane of one hcoll communicator on one CUDA device: an NCCL communicator over
-// the same ranks (RAII: destroyed normally, aborted after an asynchronous error), an internal
-// stream every collective and memory operation is enqueued on, and the event bookkeeping that
-// orders it against the callers' streams.
+// the same ranks (RAII: destroyed after its stream drained, aborted after an asynchronous error,
+// an abort of the hcoll communicator, or a stream that does not drain), an internal stream every
+// collective and memory operation is enqueued on, and the event bookkeeping that orders it
+// against the callers' streams. Every entry point makes its device current for its duration.
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -10,11 +11,14 @@
 #include <memory>
 
 #include "backends/device.h"
+#include "backends/nccl/cuda_util.h"
 #include "backends/nccl/nccl_kernels.h"
 #include "backends/nccl/stream_order.h"
 
 namespace hcoll::backends::nccl {
 
+// Destroys a healthy communicator; aborts one with an asynchronous error (it cannot be
+// destroyed cleanly). Communicators to abort unconditionally are released and aborted by hand.
 struct CommDeleter {
   void operator()(ncclComm_t comm) const;
 };
@@ -37,6 +41,7 @@ class NcclChannel final : public DeviceCollectives {
   Status waitFor(StreamMarker* marker) override;
   Status signal(void* stream) override;
   PendingPtr fence() override;
+  void abort(const Status& why) override;
 
   PendingPtr allreduce(void* buf, size_t count, DataType dtype, ReduceOp op) override;
   PendingPtr allgatherv(const void* send, size_t sendBytes, void* recv,
@@ -50,10 +55,13 @@ class NcclChannel final : public DeviceCollectives {
 
  private:
   NcclChannel(int device, int rank, int size, CommPtr comm, StreamPtr stream);
-  // Whether the communicator is still usable; after an asynchronous error it is aborted and
-  // every later call fails with kBackend at once.
-  Status healthy();
+  // Whether the communicator is still usable on the device `guard` made current; after an
+  // asynchronous error it is aborted and every later call fails with kBackend at once.
+  Status ready(const DeviceGuard& guard);
   Status asyncError();
+  // Waits, bounded, for the internal stream to finish; false if it did not (a kernel waiting for
+  // a peer that is gone) or the communicator failed meanwhile.
+  bool drain();
   PendingPtr enqueued(Status s);
 
   int device_;
@@ -63,7 +71,7 @@ class NcclChannel final : public DeviceCollectives {
   StreamPtr stream_;
   DeviceMemoryOps memory_;
   std::unique_ptr<StreamOrder> order_;
-  Status broken_;
+  Status broken_;  // set once the communicator is aborted (then comm_ is null)
 };
 
 // The marker of a caller's stream: an event recorded on it at submission.

@@ -87,23 +87,25 @@ class DeviceKernels {
   cudaLibrary_t library = nullptr;
 };
 
-const char* kernelSource() { return kSource; }
+const char* kernelSource() {
+  return kSource;
+}
 
 const char* scaleKernelName(DataType dtype) {
   static const char* const kNames[kNumDataTypes] = {
-      "hcoll_scale_u8",  "hcoll_scale_i8",   "hcoll_scale_u16", "hcoll_scale_i16",
-      "hcoll_scale_i32", "hcoll_scale_i64",  "hcoll_scale_f16", "hcoll_scale_bf16",
-      "hcoll_scale_f32", "hcoll_scale_f64",  "hcoll_scale_u8"};  // bool is never scaled
+      "hcoll_scale_u8",  "hcoll_scale_i8",  "hcoll_scale_u16", "hcoll_scale_i16",
+      "hcoll_scale_i32", "hcoll_scale_i64", "hcoll_scale_f16", "hcoll_scale_bf16",
+      "hcoll_scale_f32", "hcoll_scale_f64", "hcoll_scale_u8"};  // bool is never scaled
   return kNames[static_cast<int>(dtype)];
 }
 
 Status compileKernels(int major, int minor, std::string* ptx, std::string* log) {
   nvrtcProgram prog = nullptr;
   nvrtcResult r = nvrtcCreateProgram(&prog, kSource, "hcoll_kernels.cu", 0, nullptr, nullptr);
-  if (r != NVRTC_SUCCESS) return backendError(std::string("nvrtcCreateProgram: ") + nvrtcGetErrorString(r));
-  std::unique_ptr<nvrtcProgram, void (*)(nvrtcProgram*)> owner(&prog, [](nvrtcProgram* p) {
-    nvrtcDestroyProgram(p);
-  });
+  if (r != NVRTC_SUCCESS)
+    return backendError(std::string("nvrtcCreateProgram: ") + nvrtcGetErrorString(r));
+  std::unique_ptr<nvrtcProgram, void (*)(nvrtcProgram*)> owner(
+      &prog, [](nvrtcProgram* p) { nvrtcDestroyProgram(p); });
   const std::string arch = "--gpu-architecture=compute_" + std::to_string(major * 10 + minor);
   const char* options[] = {arch.c_str(), "--std=c++17"};
   r = nvrtcCompileProgram(prog, 2, options);
@@ -141,9 +143,11 @@ Status kernelsFor(int device, DeviceKernels** out) {
   std::string ptx, log;
   HCOLL_RETURN_IF_ERROR(compileKernels(major, minor, &ptx, &log));
   auto k = std::make_unique<DeviceKernels>();
-  HCOLL_CUDA(cudaLibraryLoadData(&k->library, ptx.c_str(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+  HCOLL_CUDA(
+      cudaLibraryLoadData(&k->library, ptx.c_str(), nullptr, nullptr, 0, nullptr, nullptr, 0));
   for (int t = 0; t < kNumDataTypes; ++t) {
-    HCOLL_CUDA(cudaLibraryGetKernel(&k->scale[t], k->library, scaleKernelName(static_cast<DataType>(t))));
+    HCOLL_CUDA(
+        cudaLibraryGetKernel(&k->scale[t], k->library, scaleKernelName(static_cast<DataType>(t))));
   }
   HCOLL_CUDA(cudaLibraryGetKernel(&k->normalizeBool, k->library, "hcoll_normalize_bool"));
   *out = k.get();
@@ -159,16 +163,20 @@ Status launch(cudaKernel_t kernel, void* dst, const void* src, size_t count, dou
   void* args3[] = {&dst, &n, &factor};
   void* args4[] = {&dst, &src, &n, &factor};
   const size_t blocks = std::min<size_t>((count + kThreads - 1) / kThreads, kMaxBlocks);
-  return cudaStatus(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(blocks),
-                                     dim3(kThreads), withSource ? args4 : args3, 0,
-                                     static_cast<cudaStream_t>(stream)),
-                    "cudaLaunchKernel");
+  return cudaStatus(
+      cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(blocks), dim3(kThreads),
+                       withSource ? args4 : args3, 0, static_cast<cudaStream_t>(stream)),
+      "cudaLaunchKernel");
 }
 
 }  // namespace
 
+// Each operation makes its device current: the negotiation thread may drive planes on several
+// devices, and a launch or async copy goes to the current device's context.
 Status DeviceMemoryOps::copy(void* dst, const void* src, size_t bytes) {
   if (bytes == 0 || dst == src) return Status::ok();
+  DeviceGuard guard(device_);
+  HCOLL_RETURN_IF_ERROR(guard.status());
   return cudaStatus(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
                                     static_cast<cudaStream_t>(stream_)),
                     "cudaMemcpyAsync");
@@ -178,6 +186,8 @@ Status DeviceMemoryOps::scaleCopy(void* dst, const void* src, size_t count, Data
                                   double factor) {
   if (factor == 1.0) return copy(dst, src, count * dataTypeSize(dtype));
   if (count == 0 || dtype == DataType::kBool) return Status::ok();
+  DeviceGuard guard(device_);
+  HCOLL_RETURN_IF_ERROR(guard.status());
   DeviceKernels* k = nullptr;
   HCOLL_RETURN_IF_ERROR(kernelsFor(device_, &k));
   return launch(k->scale[static_cast<int>(dtype)], dst, src, count, factor, stream_, true);
@@ -185,12 +195,16 @@ Status DeviceMemoryOps::scaleCopy(void* dst, const void* src, size_t count, Data
 
 Status DeviceMemoryOps::zero(void* dst, size_t bytes) {
   if (bytes == 0) return Status::ok();
+  DeviceGuard guard(device_);
+  HCOLL_RETURN_IF_ERROR(guard.status());
   return cudaStatus(cudaMemsetAsync(dst, 0, bytes, static_cast<cudaStream_t>(stream_)),
                     "cudaMemsetAsync");
 }
 
 Status DeviceMemoryOps::normalizeBool(void* data, size_t count) {
   if (count == 0) return Status::ok();
+  DeviceGuard guard(device_);
+  HCOLL_RETURN_IF_ERROR(guard.status());
   DeviceKernels* k = nullptr;
   HCOLL_RETURN_IF_ERROR(kernelsFor(device_, &k));
   return launch(k->normalizeBool, data, nullptr, count, 0.0, stream_, false);
