@@ -28,7 +28,8 @@ class Submission {
 
   hcoll_status_t begin(hcoll_comm_t comm, const char* name, hcoll_request_t* req) {
     if (hcoll_status_t s = resolveComm(function_, comm, &rt_, &comm_); s != HCOLL_SUCCESS) return s;
-    if (req == nullptr) return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(function_) + ": req is NULL");
+    if (req == nullptr)
+      return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(function_) + ": req is NULL");
     if (hcoll_status_t s = checkName(function_, name); s != HCOLL_SUCCESS) return s;
     if (name != nullptr) op_->spec.name = name;
     req_ = req;
@@ -36,13 +37,15 @@ class Submission {
   }
 
   // Adds member i (checked); `out` is the allreduce output or NULL.
-  hcoll_status_t addMember(int i, bool grouped, const hcoll_tensor_t* in, const hcoll_tensor_t* out) {
+  hcoll_status_t addMember(int i, bool grouped, const hcoll_tensor_t* in,
+                           const hcoll_tensor_t* out) {
     CheckContext ctx{function_, grouped ? "ins" : "in", grouped ? i : -1};
     TensorDesc input;
     if (hcoll_status_t s = checkTensor(ctx, in, &input); s != HCOLL_SUCCESS) return s;
-    if (!op_->inputs.empty() && (op_->inputs[0].device == kHostDevice) != (input.device == kHostDevice)) {
-      return fail(HCOLL_ERR_INVALID_ARGUMENT,
-                  std::string(function_) + ": " + ctx.where() + ": a group mixes host and CUDA tensors");
+    if (!op_->inputs.empty() &&
+        (op_->inputs[0].device == kHostDevice) != (input.device == kHostDevice)) {
+      return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(function_) + ": " + ctx.where() +
+                                                  ": a group mixes host and CUDA tensors");
     }
     if (!op_->inputs.empty() && op_->inputs[0].device != input.device) {
       return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(function_) + ": " + ctx.where() +
@@ -54,12 +57,13 @@ class Submission {
       CheckContext octx{function_, grouped ? "outs" : "out", grouped ? i : -1};
       TensorDesc output;
       if (hcoll_status_t s = checkTensor(octx, out, &output); s != HCOLL_SUCCESS) return s;
-      if (output.dtype != input.dtype || output.shape != input.shape || output.device != input.device) {
+      if (output.dtype != input.dtype || output.shape != input.shape ||
+          output.device != input.device) {
         return fail(HCOLL_ERR_INVALID_ARGUMENT,
-                    std::string(function_) + ": " + octx.where() + " (" + dataTypeName(output.dtype) +
-                        " " + shapeString(output.shape) + ") differs from " + ctx.where() + " (" +
-                        dataTypeName(input.dtype) + " " + shapeString(input.shape) +
-                        ") in dtype, shape or device");
+                    std::string(function_) + ": " + octx.where() + " (" +
+                        dataTypeName(output.dtype) + " " + shapeString(output.shape) +
+                        ") differs from " + ctx.where() + " (" + dataTypeName(input.dtype) + " " +
+                        shapeString(input.shape) + ") in dtype, shape or device");
       }
       op_->outputs.push_back(std::move(output));
     }
@@ -67,6 +71,14 @@ class Submission {
     op_->spec.members.push_back(MemberSpec{input.dtype, input.shape});
     op_->inputs.push_back(std::move(input));
     return HCOLL_SUCCESS;
+  }
+
+  // A grouped call's member count, known up front: one allocation per vector, not log2(n).
+  void reserve(int n) {
+    const auto count = static_cast<size_t>(n);
+    op_->inputs.reserve(count);
+    op_->spec.members.reserve(count);
+    if (op_->spec.kind == OpKind::kAllreduce) op_->outputs.reserve(count);
   }
 
   hcoll_status_t requireRows(const char* why) {
@@ -80,11 +92,13 @@ class Submission {
   }
 
   hcoll_status_t setReduction(int op, double prescale, double postscale) {
-    if (hcoll_status_t s = checkReduceOp(function_, op, prescale, postscale); s != HCOLL_SUCCESS) return s;
+    if (hcoll_status_t s = checkReduceOp(function_, op, prescale, postscale); s != HCOLL_SUCCESS)
+      return s;
     for (size_t i = 0; i < op_->inputs.size(); ++i) {
       const bool many = op_->inputs.size() > 1;
       CheckContext ctx{function_, many ? "ins" : "in", many ? static_cast<int>(i) : -1};
-      if (hcoll_status_t s = checkReductionOfType(ctx, op_->inputs[i].dtype, op, prescale, postscale);
+      if (hcoll_status_t s =
+              checkReductionOfType(ctx, op_->inputs[i].dtype, op, prescale, postscale);
           s != HCOLL_SUCCESS) {
         return s;
       }
@@ -92,7 +106,8 @@ class Submission {
         backends::DeviceBackend* backend = backends::deviceBackend();
         Status s = backend ? backend->checkReduction(op_->inputs[i].dtype) : Status::ok();
         if (!s.isOk()) {
-          return toC(Status(s.code(), std::string(function_) + ": " + ctx.where() + ": " + s.message()));
+          return toC(
+              Status(s.code(), std::string(function_) + ": " + ctx.where() + ": " + s.message()));
         }
       }
     }
@@ -104,8 +119,9 @@ class Submission {
 
   hcoll_status_t setRoot(int root) {
     if (root < 0 || root >= comm_->size()) {
-      return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(function_) + ": root " + std::to_string(root) +
-                                                  " is outside [0, " + std::to_string(comm_->size()) + ")");
+      return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(function_) + ": root " +
+                                                  std::to_string(root) + " is outside [0, " +
+                                                  std::to_string(comm_->size()) + ")");
     }
     op_->spec.root = root;
     return HCOLL_SUCCESS;
@@ -117,22 +133,23 @@ class Submission {
     std::vector<int64_t> s(static_cast<size_t>(n));
     if (splits == nullptr) {
       if (dim0 % n != 0) {
-        return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(function_) + ": splits is NULL but dim0 " +
-                                                    std::to_string(dim0) + " is not divisible by " +
-                                                    std::to_string(n) + " ranks");
+        return fail(HCOLL_ERR_INVALID_ARGUMENT,
+                    std::string(function_) + ": splits is NULL but dim0 " + std::to_string(dim0) +
+                        " is not divisible by " + std::to_string(n) + " ranks");
       }
       std::fill(s.begin(), s.end(), dim0 / n);
     } else {
       int64_t sum = 0;
       for (int i = 0; i < n; ++i) {
         if (splits[i] < 0) {
-          return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(function_) + ": splits[" +
-                                                      std::to_string(i) + "] = " +
-                                                      std::to_string(splits[i]) + " is negative");
+          return fail(HCOLL_ERR_INVALID_ARGUMENT,
+                      std::string(function_) + ": splits[" + std::to_string(i) +
+                          "] = " + std::to_string(splits[i]) + " is negative");
         }
         if (splits[i] > dim0 - sum) {
-          return fail(HCOLL_ERR_INVALID_ARGUMENT,
-                      std::string(function_) + ": splits sum to more than dim0 = " + std::to_string(dim0));
+          return fail(
+              HCOLL_ERR_INVALID_ARGUMENT,
+              std::string(function_) + ": splits sum to more than dim0 = " + std::to_string(dim0));
         }
         sum += splits[i];
         s[i] = splits[i];
@@ -150,7 +167,9 @@ class Submission {
         backends::StreamMarkerPtr marker;
         Status s = backend ? backend->mark(op_->inputs[i].device, op_->inputs[i].stream, &marker)
                            : Status(Code::kUnsupported, "no device backend");
-        if (!s.isOk()) return toC(Status(s.code(), std::string(function_) + ": " + memberName(i) + ": " + s.message()));
+        if (!s.isOk())
+          return toC(
+              Status(s.code(), std::string(function_) + ": " + memberName(i) + ": " + s.message()));
         op_->markers.push_back(std::move(marker));
       }
     }
@@ -176,18 +195,20 @@ class Submission {
   hcoll_request_t* req_ = nullptr;
 };
 
-#define HCOLL_TRY_(expr)                                \
-  do {                                                  \
+#define HCOLL_TRY_(expr)                                            \
+  do {                                                              \
     if (hcoll_status_t s_ = (expr); s_ != HCOLL_SUCCESS) return s_; \
   } while (0)
 
 hcoll_status_t allreduce(const char* fn, hcoll_comm_t comm, const char* name, int n, bool grouped,
-                         const hcoll_tensor_t* ins, const hcoll_tensor_t* outs,
-                         int op, double prescale, double postscale, hcoll_request_t* req) {
+                         const hcoll_tensor_t* ins, const hcoll_tensor_t* outs, int op,
+                         double prescale, double postscale, hcoll_request_t* req) {
   Submission sub(fn, OpKind::kAllreduce);
   HCOLL_TRY_(sub.begin(comm, name, req));
   if (grouped) HCOLL_TRY_(checkGroupSize(fn, n, ins));
-  if (grouped && outs == nullptr) return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(fn) + ": outs is NULL");
+  if (grouped) sub.reserve(n);
+  if (grouped && outs == nullptr)
+    return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(fn) + ": outs is NULL");
   for (int i = 0; i < n; ++i) {
     const hcoll_tensor_t* out = outs == nullptr ? nullptr : &outs[i];
     if (out == nullptr) return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(fn) + ": out is NULL");
@@ -202,7 +223,9 @@ hcoll_status_t allgather(const char* fn, hcoll_comm_t comm, const char* name, in
   Submission sub(fn, OpKind::kAllgather);
   HCOLL_TRY_(sub.begin(comm, name, req));
   if (grouped) HCOLL_TRY_(checkGroupSize(fn, n, ins));
-  for (int i = 0; i < n; ++i) HCOLL_TRY_(sub.addMember(i, grouped, ins == nullptr ? nullptr : &ins[i], nullptr));
+  if (grouped) sub.reserve(n);
+  for (int i = 0; i < n; ++i)
+    HCOLL_TRY_(sub.addMember(i, grouped, ins == nullptr ? nullptr : &ins[i], nullptr));
   HCOLL_TRY_(sub.requireRows("allgather"));
   return sub.submit();
 }
@@ -212,18 +235,22 @@ hcoll_status_t broadcast(const char* fn, hcoll_comm_t comm, const char* name, in
   Submission sub(fn, OpKind::kBroadcast);
   HCOLL_TRY_(sub.begin(comm, name, req));
   if (grouped) HCOLL_TRY_(checkGroupSize(fn, n, bufs));
-  for (int i = 0; i < n; ++i) HCOLL_TRY_(sub.addMember(i, grouped, bufs == nullptr ? nullptr : &bufs[i], nullptr));
+  if (grouped) sub.reserve(n);
+  for (int i = 0; i < n; ++i)
+    HCOLL_TRY_(sub.addMember(i, grouped, bufs == nullptr ? nullptr : &bufs[i], nullptr));
   HCOLL_TRY_(sub.setRoot(root));
   return sub.submit();
 }
 
 hcoll_status_t reducescatter(const char* fn, hcoll_comm_t comm, const char* name, int n,
-                             bool grouped, const hcoll_tensor_t* ins, int op,
-                             double prescale, double postscale, hcoll_request_t* req) {
+                             bool grouped, const hcoll_tensor_t* ins, int op, double prescale,
+                             double postscale, hcoll_request_t* req) {
   Submission sub(fn, OpKind::kReducescatter);
   HCOLL_TRY_(sub.begin(comm, name, req));
   if (grouped) HCOLL_TRY_(checkGroupSize(fn, n, ins));
-  for (int i = 0; i < n; ++i) HCOLL_TRY_(sub.addMember(i, grouped, ins == nullptr ? nullptr : &ins[i], nullptr));
+  if (grouped) sub.reserve(n);
+  for (int i = 0; i < n; ++i)
+    HCOLL_TRY_(sub.addMember(i, grouped, ins == nullptr ? nullptr : &ins[i], nullptr));
   HCOLL_TRY_(sub.requireRows("reducescatter"));
   HCOLL_TRY_(sub.setReduction(op, prescale, postscale));
   return sub.submit();
@@ -241,7 +268,8 @@ HCOLL_API hcoll_status_t hcoll_allreduce(hcoll_comm_t comm, const char* name,
                                          hcoll_reduce_op_t op, double prescale, double postscale,
                                          hcoll_request_t* req) {
   return guarded("hcoll_allreduce", [&] {
-    return allreduce("hcoll_allreduce", comm, name, 1, false, in, out, rawEnum(op), prescale, postscale, req);
+    return allreduce("hcoll_allreduce", comm, name, 1, false, in, out, rawEnum(op), prescale,
+                     postscale, req);
   });
 }
 
@@ -251,14 +279,15 @@ HCOLL_API hcoll_status_t hcoll_grouped_allreduce(hcoll_comm_t comm, const char* 
                                                  double prescale, double postscale,
                                                  hcoll_request_t* req) {
   return guarded("hcoll_grouped_allreduce", [&] {
-    return allreduce("hcoll_grouped_allreduce", comm, name, n, true, ins, outs, rawEnum(op), prescale,
-                     postscale, req);
+    return allreduce("hcoll_grouped_allreduce", comm, name, n, true, ins, outs, rawEnum(op),
+                     prescale, postscale, req);
   });
 }
 
 HCOLL_API hcoll_status_t hcoll_allgather(hcoll_comm_t comm, const char* name,
                                          const hcoll_tensor_t* in, hcoll_request_t* req) {
-  return guarded("hcoll_allgather", [&] { return allgather("hcoll_allgather", comm, name, 1, false, in, req); });
+  return guarded("hcoll_allgather",
+                 [&] { return allgather("hcoll_allgather", comm, name, 1, false, in, req); });
 }
 
 HCOLL_API hcoll_status_t hcoll_grouped_allgather(hcoll_comm_t comm, const char* name, int n,
@@ -302,7 +331,8 @@ HCOLL_API hcoll_status_t hcoll_reducescatter(hcoll_comm_t comm, const char* name
                                              double prescale, double postscale,
                                              hcoll_request_t* req) {
   return guarded("hcoll_reducescatter", [&] {
-    return reducescatter("hcoll_reducescatter", comm, name, 1, false, in, rawEnum(op), prescale, postscale, req);
+    return reducescatter("hcoll_reducescatter", comm, name, 1, false, in, rawEnum(op), prescale,
+                         postscale, req);
   });
 }
 
@@ -311,8 +341,8 @@ HCOLL_API hcoll_status_t hcoll_grouped_reducescatter(hcoll_comm_t comm, const ch
                                                      hcoll_reduce_op_t op, double prescale,
                                                      double postscale, hcoll_request_t* req) {
   return guarded("hcoll_grouped_reducescatter", [&] {
-    return reducescatter("hcoll_grouped_reducescatter", comm, name, n, true, ins, rawEnum(op), prescale,
-                         postscale, req);
+    return reducescatter("hcoll_grouped_reducescatter", comm, name, n, true, ins, rawEnum(op),
+                         prescale, postscale, req);
   });
 }
 

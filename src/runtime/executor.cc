@@ -38,7 +38,9 @@ struct Executor::Plane {
 
 namespace {
 
-bool reduces(OpKind k) { return k == OpKind::kAllreduce || k == OpKind::kReducescatter; }
+bool reduces(OpKind k) {
+  return k == OpKind::kAllreduce || k == OpKind::kReducescatter;
+}
 
 bool isFusibleKind(OpKind k) {
   return k == OpKind::kAllreduce || k == OpKind::kAllgather || k == OpKind::kBroadcast ||
@@ -57,7 +59,9 @@ bool sameFusionKey(const OpSpec& a, const OpSpec& b) {
 }
 
 // Rows of a reducescatter's dim 0 that rank r receives, and where they start.
-int64_t scatterRows(int64_t d0, int size, int r) { return d0 / size + (r < d0 % size ? 1 : 0); }
+int64_t scatterRows(int64_t d0, int size, int r) {
+  return d0 / size + (r < d0 % size ? 1 : 0);
+}
 int64_t scatterOffset(int64_t d0, int size, int r) {
   return static_cast<int64_t>(r) * (d0 / size) + std::min<int64_t>(r, d0 % size);
 }
@@ -73,12 +77,11 @@ class Executor::Scratch {
       return fusion::FusionAllocator::instance().acquire(key, bytes, &lease_);
     }
     plain_.reset(new (std::nothrow) uint8_t[bytes == 0 ? 1 : bytes]);
-    if (!plain_) return Status(Code::kNoMemory, "could not allocate " + std::to_string(bytes) + " bytes");
+    if (!plain_)
+      return Status(Code::kNoMemory, "could not allocate " + std::to_string(bytes) + " bytes");
     return Status::ok();
   }
-  uint8_t* data() const {
-    return plain_ ? plain_.get() : static_cast<uint8_t*>(lease_.data());
-  }
+  uint8_t* data() const { return plain_ ? plain_.get() : static_cast<uint8_t*>(lease_.data()); }
   // The device may still use the buffer (its fence failed): never pool it again.
   void abandon() { lease_.abandon(); }
 
@@ -113,8 +116,8 @@ std::shared_ptr<void> fallbackMemory(int32_t device, size_t bytes) {
 
 }  // namespace
 
-Executor::Executor(backends::Channel& channel, const Config& config,
-                   const std::atomic<bool>& abort, CommStats& stats, Finish finish)
+Executor::Executor(backends::Channel& channel, const Config& config, const std::atomic<bool>& abort,
+                   CommStats& stats, Finish finish)
     : channel_(channel),
       config_(config),
       abort_(abort),
@@ -128,8 +131,8 @@ Executor::~Executor() {
   for (auto& entry : devices_) entry.second->abort(shutDown("the communicator was aborted"));
 }
 
-void Executor::recordExecution(const std::vector<const LocalOp*>& ops, OpKind kind,
-                               size_t tensors, std::chrono::steady_clock::time_point start) {
+void Executor::recordExecution(const std::vector<const LocalOp*>& ops, OpKind kind, size_t tensors,
+                               std::chrono::steady_clock::time_point start) {
   const auto end = std::chrono::steady_clock::now();
   const std::string args = std::string(R"({"kind":")") + opKindName(kind) +
                            R"(","tensors_in_call":)" + std::to_string(tensors) + "}";
@@ -168,7 +171,8 @@ Status Executor::planeFor(int32_t device, Plane* out) {
   if (it == devices_.end()) {
     backends::DeviceBackend* backend = backends::deviceBackend();
     if (backend == nullptr) {
-      return Status(Code::kUnsupported, "CUDA tensors need the NCCL backend, which this build lacks");
+      return Status(Code::kUnsupported,
+                    "CUDA tensors need the NCCL backend, which this build lacks");
     }
     std::unique_ptr<backends::DeviceCollectives> created;
     HCOLL_RETURN_IF_ERROR(backend->create(channel_, device, &created));
@@ -214,7 +218,8 @@ void Executor::execute(const std::vector<ResponsePtr>& responses, PendingOps& pe
   while (i < responses.size()) {
     const Response& r = *responses[i];
     if (r.error != Code::kSuccess) {
-      if (auto op = pending.take(r.spec.name)) finish_(std::move(op), Status(r.error, r.errorMessage));
+      if (auto op = pending.take(r.spec.name))
+        finish_(std::move(op), Status(r.error, r.errorMessage));
       ++i;
       continue;
     }
@@ -260,6 +265,10 @@ void Executor::runFusible(const std::vector<const Response*>& run, PendingOps& p
   std::vector<Item> items;
   std::vector<std::shared_ptr<void>> fallbackOutputs;
   std::vector<Status> statuses(run.size());
+  ops.reserve(run.size());
+  size_t memberCount = 0;
+  for (const Response* r : run) memberCount += r->spec.members.size();
+  items.reserve(memberCount);
   for (size_t k = 0; k < run.size(); ++k) {
     LocalOp* op = pending.find(run[k]->spec.name);
     ops.push_back(op);
@@ -276,8 +285,8 @@ void Executor::runFusible(const std::vector<const Response*>& run, PendingOps& p
         } else {
           shape[0] = scatterRows(shape[0], size_, rank_);
         }
-        Status s = op->request->addOutput(item.dtype(), shape, op->spec.device, op->inputs[m].stream,
-                                          &item.output);
+        Status s = op->request->addOutput(item.dtype(), shape, op->spec.device,
+                                          op->inputs[m].stream, &item.output);
         if (!s.isOk()) {
           if (statuses[k].isOk()) statuses[k] = s;
           size_t bytes = static_cast<size_t>(numElements(shape)) * dataTypeSize(item.dtype());
@@ -288,9 +297,11 @@ void Executor::runFusible(const std::vector<const Response*>& run, PendingOps& p
       items.push_back(item);
     }
   }
-  if (reduces(kind)) {  // a fusion buffer holds one dtype: group members by dtype
-    std::stable_sort(items.begin(), items.end(),
-                     [](const Item& a, const Item& b) { return a.dtype() < b.dtype(); });
+  auto byDtype = [](const Item& a, const Item& b) { return a.dtype() < b.dtype(); };
+  // A fusion buffer holds one dtype: group members by dtype (usually they already are, and
+  // stable_sort would allocate a temporary copy of every item even then).
+  if (reduces(kind) && !std::is_sorted(items.begin(), items.end(), byDtype)) {
+    std::stable_sort(items.begin(), items.end(), byDtype);
   }
 
   auto itemBytes = [&](const Item& it) -> size_t {
@@ -348,11 +359,20 @@ Status Executor::runBatch(OpKind kind, const std::vector<Item>& items) {
     return s;
   }
   switch (kind) {
-    case OpKind::kAllreduce: s = allreduceBatch(plane, items); break;
-    case OpKind::kAllgather: s = allgatherBatch(plane, items); break;
-    case OpKind::kBroadcast: s = broadcastBatch(plane, items); break;
-    case OpKind::kReducescatter: s = reducescatterBatch(plane, items); break;
-    default: return internalError("not a fusible operation");
+    case OpKind::kAllreduce:
+      s = allreduceBatch(plane, items);
+      break;
+    case OpKind::kAllgather:
+      s = allgatherBatch(plane, items);
+      break;
+    case OpKind::kBroadcast:
+      s = broadcastBatch(plane, items);
+      break;
+    case OpKind::kReducescatter:
+      s = reducescatterBatch(plane, items);
+      break;
+    default:
+      return internalError("not a fusible operation");
   }
   // Device work may still read scratch buffers of the batch: always wait for it to finish.
   Status ended = endPlane(plane, items);
@@ -375,9 +395,11 @@ Status Executor::allreduceBatch(const Plane& plane, const std::vector<Item>& ite
   if (direct) {  // reduce in the caller's output: no fusion copy
     const Item& it = items[0];
     buffer = static_cast<uint8_t*>(it.op->outputs[it.member].data);
-    HCOLL_RETURN_IF_ERROR(plane.memory->scaleCopy(buffer, it.input().data, total, dtype, spec.prescale));
+    HCOLL_RETURN_IF_ERROR(
+        plane.memory->scaleCopy(buffer, it.input().data, total, dtype, spec.prescale));
   } else {
-    HCOLL_RETURN_IF_ERROR(scratch.allocate(plane.key, total * elementSize, config_.fusionThresholdBytes));
+    HCOLL_RETURN_IF_ERROR(
+        scratch.allocate(plane.key, total * elementSize, config_.fusionThresholdBytes));
     buffer = scratch.data();
     size_t offset = 0;
     for (const Item& it : items) {
@@ -437,9 +459,8 @@ Status Executor::allgatherBatch(const Plane& plane, const std::vector<Item>& ite
     HCOLL_RETURN_IF_ERROR(plane.memory->copy(buffer + myOffset, it.input().data, bytes));
     myOffset += bytes;
   }
-  HCOLL_RETURN_IF_ERROR(
-      submitAndWait(plane.collectives->allgatherv(nullptr, perRank[me], buffer, perRank), total,
-                    items.size()));
+  HCOLL_RETURN_IF_ERROR(submitAndWait(
+      plane.collectives->allgatherv(nullptr, perRank[me], buffer, perRank), total, items.size()));
   size_t offset = 0;
   std::vector<size_t> written(items.size(), 0);
   for (size_t r = 0; r < n; ++r) {
@@ -460,7 +481,8 @@ Status Executor::broadcastBatch(const Plane& plane, const std::vector<Item>& ite
   for (const Item& it : items) total += it.elements() * dataTypeSize(it.dtype());
   if (total == 0) return Status::ok();
   if (items.size() == 1) {
-    return submitAndWait(plane.collectives->broadcast(items[0].input().data, total, root), total, 1);
+    return submitAndWait(plane.collectives->broadcast(items[0].input().data, total, root), total,
+                         1);
   }
   Scratch& scratch = *plane.scratch;
   HCOLL_RETURN_IF_ERROR(scratch.allocate(plane.key, total, config_.fusionThresholdBytes));
@@ -496,7 +518,8 @@ Status Executor::reducescatterBatch(const Plane& plane, const std::vector<Item>&
   for (const Item& it : items) {
     const int64_t d0 = it.spec().shape[0];
     const size_t row = static_cast<size_t>(rowElements(it.spec().shape));
-    for (int r = 0; r < size_; ++r) counts[r] += static_cast<size_t>(scatterRows(d0, size_, r)) * row;
+    for (int r = 0; r < size_; ++r)
+      counts[r] += static_cast<size_t>(scatterRows(d0, size_, r)) * row;
   }
   size_t total = 0;
   for (size_t c : counts) total += c;
@@ -522,23 +545,25 @@ Status Executor::reducescatterBatch(const Plane& plane, const std::vector<Item>&
         const size_t count = static_cast<size_t>(scatterRows(d0, size_, r)) * row;
         const auto* src = static_cast<const uint8_t*>(it.input().data) +
                           static_cast<size_t>(scatterOffset(d0, size_, r)) * row * elementSize;
-        HCOLL_RETURN_IF_ERROR(
-            plane.memory->scaleCopy(buffer + offset * elementSize, src, count, dtype, spec.prescale));
+        HCOLL_RETURN_IF_ERROR(plane.memory->scaleCopy(buffer + offset * elementSize, src, count,
+                                                      dtype, spec.prescale));
         offset += count;
       }
     }
     send = buffer;
     recv = buffer + total * elementSize;
   }
-  HCOLL_RETURN_IF_ERROR(submitAndWait(plane.collectives->reduceScatter(send, recv, counts, dtype, spec.op),
-                                      total * elementSize, items.size()));
+  HCOLL_RETURN_IF_ERROR(
+      submitAndWait(plane.collectives->reduceScatter(send, recv, counts, dtype, spec.op),
+                    total * elementSize, items.size()));
   size_t offset = 0;
   for (const Item& it : items) {
-    const size_t count =
-        static_cast<size_t>(scatterRows(it.spec().shape[0], size_, rank_) * rowElements(it.spec().shape));
+    const size_t count = static_cast<size_t>(scatterRows(it.spec().shape[0], size_, rank_) *
+                                             rowElements(it.spec().shape));
     HCOLL_RETURN_IF_ERROR(
         plane.memory->scaleCopy(it.output, recv + offset * elementSize, count, dtype, postscale));
-    if (dtype == DataType::kBool) HCOLL_RETURN_IF_ERROR(plane.memory->normalizeBool(it.output, count));
+    if (dtype == DataType::kBool)
+      HCOLL_RETURN_IF_ERROR(plane.memory->normalizeBool(it.output, count));
     offset += count;
   }
   return Status::ok();
@@ -569,7 +594,8 @@ Status Executor::alltoall(const Response& r, LocalOp& op) {
   abortPlaneAfterFailure(plane.device, begun);
   HCOLL_RETURN_IF_ERROR(begun);
   void* out = nullptr;
-  Status allocated = op.request->addOutput(local.dtype, shape, op.spec.device, op.inputs[0].stream, &out);
+  Status allocated =
+      op.request->addOutput(local.dtype, shape, op.spec.device, op.inputs[0].stream, &out);
   std::unique_ptr<uint8_t[]> fallback;
   if (!allocated.isOk()) {  // still take part: the other ranks are committed to the exchange
     if (plane.device) {
@@ -584,8 +610,8 @@ Status Executor::alltoall(const Response& r, LocalOp& op) {
   }
   size_t total = 0;
   for (size_t b : sendBytes) total += b;
-  Status s = submitAndWait(plane.collectives->alltoallv(op.inputs[0].data, sendBytes, out, recvBytes),
-                           total, 1);
+  Status s = submitAndWait(
+      plane.collectives->alltoallv(op.inputs[0].data, sendBytes, out, recvBytes), total, 1);
   Status ended = endPlane(plane, items);
   abortPlaneAfterFailure(plane.device, s.isOk() ? ended : s);
   HCOLL_RETURN_IF_ERROR(s);
