@@ -186,20 +186,25 @@ HCOLL_API hcoll_status_t hcoll_comm_world(hcoll_comm_t* comm);
 
 /* Splits `parent` like MPI_Comm_split: ranks with the same color form a communicator, ordered by
  * key then parent rank. color HCOLL_UNDEFINED (or any negative color) gives *out = NULL. Blocks.
- * Returns SUCCESS, INVALID_ARGUMENT, INVALID_HANDLE, NOT_INITIALIZED, SHUT_DOWN, BACKEND. */
+ * A rank with bad arguments (out NULL) still takes part: it gets INVALID_ARGUMENT and the other
+ * ranks get MISMATCH naming it, instead of waiting for it forever.
+ * Returns SUCCESS, INVALID_ARGUMENT, MISMATCH, INVALID_HANDLE, NOT_INITIALIZED, SHUT_DOWN, BACKEND. */
 HCOLL_API hcoll_status_t hcoll_comm_split(hcoll_comm_t parent, int color, int key,
                                           hcoll_comm_t* out);
 
 /* Creates a communicator of the parent ranks `ranks[0..n)`; new rank i is parent rank ranks[i].
  * Every parent member must call with the same list; callers outside it get *out = NULL. Blocks.
  * Returns SUCCESS, INVALID_ARGUMENT (NULL, n < 1, duplicates, out of range), MISMATCH (the lists
- * differ across ranks; on every rank), INVALID_HANDLE, NOT_INITIALIZED, SHUT_DOWN, BACKEND. */
+ * differ across ranks, on every rank; or only some ranks passed bad arguments: those get
+ * INVALID_ARGUMENT, the others MISMATCH naming them), INVALID_HANDLE, NOT_INITIALIZED, SHUT_DOWN,
+ * BACKEND. */
 HCOLL_API hcoll_status_t hcoll_comm_create(hcoll_comm_t parent, const int* ranks, int n,
                                            hcoll_comm_t* out);
 
 /* Wraps a duplicate of the MPI communicator whose Fortran handle is `mpi_comm_fint` (e.g. mpi4py's
  * comm.py2f()). Collective over that MPI communicator; blocks. The caller keeps its communicator.
- * Returns SUCCESS, INVALID_ARGUMENT (not a communicator), NOT_INITIALIZED, BACKEND. */
+ * Returns SUCCESS, INVALID_ARGUMENT (not a communicator), NOT_MEMBER (MPI_COMM_NULL: a rank left
+ * out of an MPI_Comm_split/create), NOT_INITIALIZED, BACKEND. */
 HCOLL_API hcoll_status_t hcoll_comm_from_mpi(int mpi_comm_fint, hcoll_comm_t* out);
 
 /* Destroys `comm` once its in-flight operations have drained: operations every rank submitted

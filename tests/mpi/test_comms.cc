@@ -240,6 +240,12 @@ TEST_CASE("comm: from_mpi wraps a duplicate of MPI_COMM_WORLD", "[comm][mpi]") {
   REQUIRE(sumOn(c, 1) == halfSize);
   HCOLL_REQUIRE_OK(hcoll_comm_destroy(c));
   MPI_Comm_free(&half);
+  // A rank left out of an MPI communicator holds MPI_COMM_NULL: it is not a member.
+  c = HCOLL_COMM_NULL;
+  REQUIRE(hcoll_comm_from_mpi(static_cast<int>(MPI_Comm_c2f(MPI_COMM_NULL)), &c) ==
+          HCOLL_ERR_NOT_MEMBER);
+  REQUIRE(std::string(hcoll_last_error()).find("not a member") != std::string::npos);
+  REQUIRE(c == HCOLL_COMM_NULL);
 }
 
 TEST_CASE("comm: destroy, then the handle is invalid; recreate works", "[comm]") {

@@ -45,7 +45,10 @@ class ErrorsReturnScope {
 };
 
 Status duplicate(MPI_Comm comm, std::unique_ptr<Channel>* out) {
-  if (comm == MPI_COMM_NULL) return invalidArgument("the MPI communicator is MPI_COMM_NULL");
+  if (comm == MPI_COMM_NULL) {
+    // What MPI_Comm_split/create hand to ranks left out: this rank is not a member.
+    return Status(Code::kNotMember, "the MPI communicator is MPI_COMM_NULL: this rank is not a member");
+  }
   MPI_Comm dup;
   int rc;
   {
