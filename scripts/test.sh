@@ -59,10 +59,11 @@ echo "== AddressSanitizer + UBSan build: unit, core, fusion and reliability test
 cmake -S . -B build-test-asan -DHCOLL_MPI=mpich -DCMAKE_BUILD_TYPE=Debug \
       -DHCOLL_SANITIZE=address,undefined -DHCOLL_BUILD_BENCH=OFF -DHCOLL_WITH_NCCL=OFF
 cmake --build build-test-asan -j"$jobs"
-# Any report fails the test (halt_on_error); MPICH's own one-time allocations are suppressed by
-# library name (tests/sanitizers/lsan.supp: any leak with an MPICH/UCX/hwloc frame in its stack,
-# so leaked MPI objects are not caught; leaks of hcoll's own allocations are); the slow
-# unwinder is needed because hwloc plugins MPICH unloads leave frames fast unwinding cannot cross.
+# Any report fails the test (halt_on_error); tests/sanitizers/lsan.supp hides hwloc's (and the
+# transports') one-time allocations and, of MPICH, only the split/dup communicators abandoned
+# requests keep alive, so leaks of hcoll's own memory and of other MPI objects are reported;
+# the slow unwinder is needed because hwloc plugins MPICH unloads leave frames fast unwinding
+# cannot cross.
 ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:fast_unwind_on_malloc=0 \
 LSAN_OPTIONS="suppressions=$PWD/tests/sanitizers/lsan.supp:print_suppressions=0" \
 UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$PWD/tests/sanitizers/ubsan.supp" \
