@@ -1,13 +1,16 @@
 #include "bindings/c/tensor_checks.h"
 
 #include <cmath>
-#include <limits>
 
 #include "backends/device.h"
 #include "bindings/c/errors.h"
 #include "runtime/wire.h"
 
 namespace hcoll::bindings {
+
+// The wire decoder rejects specs past the core's limit, so the two must not drift apart.
+static_assert(kMaxNdim == HCOLL_MAX_NDIM, "runtime kMaxNdim mirrors HCOLL_MAX_NDIM");
+
 namespace {
 
 hcoll_status_t invalid(const CheckContext& ctx, const std::string& what) {
@@ -35,8 +38,7 @@ hcoll_status_t checkTensor(const CheckContext& ctx, const hcoll_tensor_t* t, Ten
     }
   }
   int64_t elements = 0;
-  const auto size = static_cast<int64_t>(dataTypeSize(static_cast<DataType>(dtype)));
-  if (!elementCount(shape, &elements) || elements > std::numeric_limits<int64_t>::max() / size) {
+  if (!elementCount(shape, &elements) || !byteCountsFit(shape, static_cast<DataType>(dtype))) {
     return invalid(ctx, "shape " + shapeString(shape) + " overflows the element count");
   }
   if (elements > 0 && t->data == nullptr) return invalid(ctx, "data is NULL for a non-empty tensor");

@@ -213,14 +213,15 @@ HCOLL_API hcoll_status_t hcoll_comm_from_mpi(int mpi_comm_fint, hcoll_comm_t* ou
 HCOLL_API hcoll_status_t hcoll_comm_destroy(hcoll_comm_t comm);
 
 /* [out] out: this process's rank in comm / the size of comm / the rank among the members on this
- * node / the number of members on this node. Returns SUCCESS, INVALID_ARGUMENT, INVALID_HANDLE. */
+ * node / the number of members on this node. Returns SUCCESS, INVALID_ARGUMENT, INVALID_HANDLE,
+ * NOT_INITIALIZED (before hcoll_initialize or after hcoll_shutdown, whatever the handle). */
 HCOLL_API hcoll_status_t hcoll_comm_rank(hcoll_comm_t comm, int* out);
 HCOLL_API hcoll_status_t hcoll_comm_size(hcoll_comm_t comm, int* out);
 HCOLL_API hcoll_status_t hcoll_comm_local_rank(hcoll_comm_t comm, int* out);
 HCOLL_API hcoll_status_t hcoll_comm_local_size(hcoll_comm_t comm, int* out);
 
 /* [in,out] stats: fills the fields selected by stats->mask. Returns SUCCESS, INVALID_ARGUMENT,
- * INVALID_HANDLE. */
+ * INVALID_HANDLE, NOT_INITIALIZED (before hcoll_initialize or after hcoll_shutdown). */
 HCOLL_API hcoll_status_t hcoll_comm_stats(hcoll_comm_t comm, hcoll_comm_stats_t* stats);
 
 /* ---------------------------------------------------------------------------------------------- */

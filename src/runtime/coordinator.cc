@@ -1,6 +1,7 @@
 #include "runtime/coordinator.h"
 
 #include <algorithm>
+#include <limits>
 #include <sstream>
 
 namespace hcoll::runtime {
@@ -51,7 +52,12 @@ class MismatchFinder {
   const std::string& message() const { return message_; }
 
  private:
-  static std::string text(const std::string& s) { return s; }
+  // A value is quoted in full up to a bound: rank lists or shapes from a broken peer could
+  // otherwise make a message longer than the wire format carries.
+  static std::string text(const std::string& s) {
+    constexpr size_t kMaxValueText = 256;
+    return s.size() <= kMaxValueText ? s : s.substr(0, kMaxValueText) + "...";
+  }
   static std::string text(double d) { return formatDouble(d); }
   static std::string text(int64_t i) { return std::to_string(i); }
   static std::string text(size_t i) { return std::to_string(i); }
@@ -62,6 +68,68 @@ class MismatchFinder {
   bool found_ = false;
   std::string message_;
 };
+
+bool addFits(int64_t a, int64_t b, int64_t* sum) {
+  return !__builtin_add_overflow(a, b, sum);
+}
+
+// What one rank's spec must satisfy for its kind and this communicator's size before the
+// coordinator indexes into it. The C API guarantees all of it, so a violation means a broken or
+// foreign peer; the wire decoder has already bounded dims, counts and scales. Returns "" if fine.
+std::string malformation(const OpSpec& s, int size) {
+  const bool needsRows = s.kind == OpKind::kAllgather || s.kind == OpKind::kAlltoall ||
+                         s.kind == OpKind::kReducescatter;
+  if (needsRows) {
+    for (size_t m = 0; m < s.members.size(); ++m) {
+      if (s.members[m].shape.empty()) return "member " + std::to_string(m) + " is 0-d";
+    }
+  }
+  if (s.kind == OpKind::kAlltoall) {
+    if (s.members.size() != 1) return std::to_string(s.members.size()) + " members instead of 1";
+    if (s.splits.size() != static_cast<size_t>(size)) {
+      return "splits has " + std::to_string(s.splits.size()) + " entries for " +
+             std::to_string(size) + " ranks";
+    }
+    int64_t sum = 0;
+    for (int64_t x : s.splits) {
+      if (x < 0 || !addFits(sum, x, &sum)) return "a split is negative or the splits overflow";
+    }
+    if (sum > s.members[0].shape[0]) {
+      return "splits sum to " + std::to_string(sum) + ", more than dim0 " +
+             std::to_string(s.members[0].shape[0]);
+    }
+  }
+  if (s.kind == OpKind::kBroadcast && (s.root < 0 || s.root >= size)) {
+    return "root " + std::to_string(s.root) + " is outside [0, " + std::to_string(size) + ")";
+  }
+  return "";
+}
+
+// Each rank's part is valid alone, yet the output assembled from all ranks (allgather: the sum
+// of dim0; alltoall: the rows each rank receives) must also have a byte count that fits.
+std::string outputOverflow(const std::vector<std::optional<OpSpec>>& specs, const OpSpec& ref) {
+  const size_t n = specs.size();
+  for (size_t m = 0; m < ref.members.size(); ++m) {
+    const MemberSpec& member = ref.members[m];
+    const int64_t rowBytes =
+        rowElements(member.shape) * static_cast<int64_t>(dataTypeSize(member.dtype));
+    const int64_t maxRows = rowBytes == 0 ? std::numeric_limits<int64_t>::max()
+                                          : std::numeric_limits<int64_t>::max() / rowBytes;
+    for (size_t to = 0; to < (ref.kind == OpKind::kAlltoall ? n : 1); ++to) {
+      int64_t rows = 0;
+      for (size_t r = 0; r < n; ++r) {
+        const int64_t part =
+            ref.kind == OpKind::kAlltoall ? specs[r]->splits[to] : specs[r]->members[m].shape[0];
+        if (!addFits(rows, part, &rows) || rows > maxRows) {
+          return "the output of member " + std::to_string(m) + " assembled from all ranks" +
+                 (ref.kind == OpKind::kAlltoall ? " for rank " + std::to_string(to) : "") +
+                 " overflows its byte count";
+        }
+      }
+    }
+  }
+  return "";
+}
 
 }  // namespace
 
@@ -118,11 +186,19 @@ Response Coordinator::validate(const std::string& name, const Entry& e) const {
   const OpSpec& r0 = *e.specs[ref];
   Response resp;
   resp.spec = r0;
-  auto fail = [&](const std::string& why) {
-    resp.error = Code::kMismatch;
+  auto fail = [&](const std::string& why, Code code = Code::kMismatch) {
+    resp.error = code;
     resp.errorMessage = "operation '" + name + "' (" + opKindName(r0.kind) + "): " + why;
     return resp;
   };
+  // A malformed spec is refused before anything below indexes into it (shape[0], splits[j]).
+  for (int r = 0; r < size_; ++r) {
+    if (!e.specs[r]) continue;
+    if (std::string why = malformation(*e.specs[r], size_); !why.empty()) {
+      return fail("rank " + std::to_string(r) + " sent a malformed request: " + why,
+                  Code::kInternal);
+    }
+  }
 
   std::vector<int> joinedRanks;
   for (int r = 0; r < size_; ++r) {
@@ -176,6 +252,12 @@ Response Coordinator::validate(const std::string& name, const Entry& e) const {
     }
   }
   if (f.found()) return fail(f.message());
+  if (dim0Varies) {
+    // Reached only without joined ranks (checked above), so every rank's spec is present.
+    if (std::string why = outputOverflow(e.specs, r0); !why.empty()) {
+      return fail(why, Code::kInternal);
+    }
+  }
   return makeResponse(e);
 }
 

@@ -20,6 +20,31 @@ bool Response::cacheable() const {
   }
 }
 
+std::string Response::malformation(int size) const {
+  if (error != Code::kSuccess) return "";  // only the name is used to fail the operation
+  const auto n = static_cast<size_t>(size);
+  const bool needsRows = spec.kind == OpKind::kAllgather || spec.kind == OpKind::kAlltoall ||
+                         spec.kind == OpKind::kReducescatter;
+  for (const MemberSpec& m : spec.members) {
+    if (needsRows && m.shape.empty()) return "a member is 0-d";
+  }
+  if (spec.kind == OpKind::kAllgather && dim0PerRank.size() != spec.members.size() * n) {
+    return "dim0PerRank has " + std::to_string(dim0PerRank.size()) + " entries, expected " +
+           std::to_string(spec.members.size() * n);
+  }
+  if (spec.kind == OpKind::kAlltoall) {
+    if (spec.members.size() != 1) return "an alltoall with other than 1 member";
+    if (splitMatrix.size() != n * n) {
+      return "splitMatrix has " + std::to_string(splitMatrix.size()) + " entries, expected " +
+             std::to_string(n * n);
+    }
+  }
+  if (spec.kind == OpKind::kBroadcast && (spec.root < 0 || spec.root >= size)) {
+    return "root " + std::to_string(spec.root) + " out of range";
+  }
+  return "";
+}
+
 bool Response::matchesLocal(const OpSpec& local, int rank, int size) const {
   const OpSpec& s = spec;
   if (local.name != s.name || local.kind != s.kind || local.op != s.op ||

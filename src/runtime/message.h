@@ -60,6 +60,11 @@ struct Response {
   int32_t lastJoinedRank = -1;  // join
 
   bool cacheable() const;
+  // Whether a successful response has the per-rank parts the executor indexes for a
+  // communicator of `size` ranks (dim0PerRank, splitMatrix, rows, root); "" if so, else why.
+  // Rank 0's coordinator only produces such responses; this guards the other ranks against a
+  // corrupt or foreign one.
+  std::string malformation(int size) const;
   // Whether this rank's own spec is what this cached response was made from, so that the
   // response can be replayed without asking the coordinator.
   bool matchesLocal(const OpSpec& local, int rank, int size) const;

@@ -144,7 +144,12 @@ Status Negotiator::exchangeWithCoordinator(PendingOps& pending,
     const auto now = Clock::now();
     for (size_t r = 0; r < gathered.size(); ++r) {
       RequestList list;
-      HCOLL_RETURN_IF_ERROR(wire::decode(gathered[r].data(), gathered[r].size(), &list));
+      // Undecodable bytes name no operation that could be failed alone: the communicator stops
+      // (a peer speaking another protocol). Decodable but malformed specs fail just their
+      // operation, on every rank, in the coordinator's validation.
+      if (Status s = wire::decode(gathered[r].data(), gathered[r].size(), &list); !s.isOk()) {
+        return Status(s.code(), "announcement from rank " + std::to_string(r) + ": " + s.message());
+      }
       coordinator_->add(static_cast<int>(r), std::move(list), now);
     }
     ResponseList responses;
@@ -160,6 +165,12 @@ Status Negotiator::exchangeWithCoordinator(PendingOps& pending,
   }
   ResponseList responses;
   HCOLL_RETURN_IF_ERROR(wire::decode(answer.data(), answer.size(), &responses));
+  for (const Response& r : responses.responses) {
+    if (std::string why = r.malformation(channel_.size()); !why.empty()) {
+      return internalError("malformed negotiation response for operation '" + r.spec.name +
+                           "' from rank 0: " + why);
+    }
+  }
   for (Response& r : responses.responses) out->push_back(std::make_shared<const Response>(std::move(r)));
   return Status::ok();
 }

@@ -1,5 +1,6 @@
 #include "runtime/types.h"
 
+#include <cassert>
 #include <limits>
 
 namespace hcoll {
@@ -42,9 +43,13 @@ bool isFloatingPoint(DataType t) {
          t == DataType::kFloat64;
 }
 
-bool elementCount(const std::vector<int64_t>& shape, int64_t* out) {
+namespace {
+
+bool productOf(std::vector<int64_t>::const_iterator begin, std::vector<int64_t>::const_iterator end,
+               int64_t* out) {
   int64_t n = 1;
-  for (int64_t d : shape) {
+  for (auto it = begin; it != end; ++it) {
+    const int64_t d = *it;
     if (d < 0) return false;
     if (d != 0 && n > std::numeric_limits<int64_t>::max() / d) return false;
     n *= d;
@@ -53,16 +58,40 @@ bool elementCount(const std::vector<int64_t>& shape, int64_t* out) {
   return true;
 }
 
+// Every shape reaching the core was checked (the C API and the wire decoder both reject counts
+// that overflow), so an overflow here is a bug; it must still not be signed-overflow UB, and a
+// saturated count makes any allocation sized from it fail loudly instead of wrapping to a small
+// one.
+int64_t checkedProduct(std::vector<int64_t>::const_iterator begin,
+                       std::vector<int64_t>::const_iterator end) {
+  int64_t n = 0;
+  const bool ok = productOf(begin, end, &n);
+  assert(ok && "shape overflows int64: it should have been rejected where it entered");
+  return ok ? n : std::numeric_limits<int64_t>::max();
+}
+
+}  // namespace
+
+bool elementCount(const std::vector<int64_t>& shape, int64_t* out) {
+  return productOf(shape.begin(), shape.end(), out);
+}
+
+bool byteCountsFit(const std::vector<int64_t>& shape, DataType t) {
+  // The row count matters on its own: a shape like [0, 2^62, 2^62] has zero elements, but the
+  // executor still computes its row size.
+  const auto size = static_cast<int64_t>(dataTypeSize(t));
+  const int64_t limit = std::numeric_limits<int64_t>::max() / size;
+  int64_t elements = 0, row = 1;
+  return productOf(shape.begin(), shape.end(), &elements) && elements <= limit &&
+         (shape.size() <= 1 || (productOf(shape.begin() + 1, shape.end(), &row) && row <= limit));
+}
+
 int64_t numElements(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
+  return checkedProduct(shape.begin(), shape.end());
 }
 
 int64_t rowElements(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (size_t i = 1; i < shape.size(); ++i) n *= shape[i];
-  return n;
+  return shape.size() <= 1 ? 1 : checkedProduct(shape.begin() + 1, shape.end());
 }
 
 std::string shapeString(const std::vector<int64_t>& shape) {

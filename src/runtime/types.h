@@ -24,6 +24,7 @@ enum class OpKind : uint8_t {
 constexpr int kNumOpKinds = 9;
 
 constexpr int32_t kHostDevice = -1;
+constexpr int kMaxNdim = 32;  // HCOLL_MAX_NDIM (the bindings static_assert that they agree)
 
 size_t dataTypeSize(DataType t);
 const char* dataTypeName(DataType t);
@@ -31,8 +32,13 @@ const char* reduceOpName(ReduceOp op);
 const char* opKindName(OpKind k);
 bool isFloatingPoint(DataType t);
 
-// Product of dims; false on overflow of int64 (dims are already known to be >= 0).
+// Product of dims; false on a negative dim or overflow of int64.
 bool elementCount(const std::vector<int64_t>& shape, int64_t* out);
+// Whether the element count and the row (dims[1:]) count of `shape`, in bytes of `t`, fit int64:
+// what every shape entering the core (C API or wire) must satisfy.
+bool byteCountsFit(const std::vector<int64_t>& shape, DataType t);
+// Product of dims of a shape already checked at the C API or the wire decoder; an overflow is
+// a bug (asserted) and saturates at INT64_MAX rather than wrapping.
 int64_t numElements(const std::vector<int64_t>& shape);
 // Elements of one row (dims[1:]); 1 for a 0-d or 1-d shape.
 int64_t rowElements(const std::vector<int64_t>& shape);

@@ -1,5 +1,7 @@
 #include "runtime/wire.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -106,24 +108,41 @@ void putSpec(Writer& w, const OpSpec& s) {
   w.put<int32_t>(s.key);
 }
 
-bool getSpec(Reader& r, OpSpec* s) {
-  if (!r.getString(&s->name, kMaxNameLength) || !getEnum(r, &s->kind, kNumOpKinds) ||
-      !getEnum(r, &s->op, kNumReduceOps) || !r.get(&s->prescale) || !r.get(&s->postscale) ||
-      !r.get(&s->root) || !r.get(&s->device)) {
-    return false;
+bool allNonNegative(const std::vector<int64_t>& v) {
+  return std::all_of(v.begin(), v.end(), [](int64_t x) { return x >= 0; });
+}
+
+// Reads one spec; on failure returns why (a static string), else nullptr. Beyond the bounds of
+// the bytes, it rejects what no rank's C API call can produce and the coordinator or executor
+// would otherwise have to trust: more than kMaxNdim dims, negative dims or splits, element or
+// byte counts that overflow int64, and non-finite scale factors (NaN never compares equal, so
+// it would also defeat the ranks' agreement checks).
+const char* getSpec(Reader& r, OpSpec* s) {
+  if (!r.getString(&s->name, kMaxNameLength)) return "bad name";
+  if (!getEnum(r, &s->kind, kNumOpKinds)) return "bad operation kind";
+  if (!getEnum(r, &s->op, kNumReduceOps)) return "bad reduce op";
+  if (!r.get(&s->prescale) || !r.get(&s->postscale) || !r.get(&s->root) || !r.get(&s->device)) {
+    return "truncated operation";
+  }
+  if (!std::isfinite(s->prescale) || !std::isfinite(s->postscale)) {
+    return "non-finite scale factor";
   }
   uint32_t members;
-  if (!r.getCount(&members, kMaxMembers, 1 + sizeof(uint32_t))) return false;
+  if (!r.getCount(&members, kMaxMembers, 1 + sizeof(uint32_t))) return "bad member count";
   s->members.resize(members);
   for (MemberSpec& m : s->members) {
-    if (!getEnum(r, &m.dtype, kNumDataTypes) || !r.getVector(&m.shape)) return false;
-    if (m.shape.size() > 64) return false;
-    for (int64_t d : m.shape) {
-      if (d < 0) return false;
-    }
+    if (!getEnum(r, &m.dtype, kNumDataTypes)) return "bad dtype";
+    if (!r.getVector(&m.shape)) return "truncated shape";
+    if (m.shape.size() > static_cast<size_t>(kMaxNdim)) return "too many dimensions";
+    if (!allNonNegative(m.shape)) return "negative dimension";
+    if (!byteCountsFit(m.shape, m.dtype)) return "shape overflows the element count";
   }
-  return r.getVector(&s->splits) && r.getVector(&s->ranks) && r.get(&s->color) &&
-         r.get(&s->key);
+  if (!r.getVector(&s->splits)) return "truncated splits";
+  if (!allNonNegative(s->splits)) return "negative split";
+  if (!r.getVector(&s->ranks) || !r.get(&s->color) || !r.get(&s->key)) {
+    return "truncated operation";
+  }
+  return nullptr;
 }
 
 constexpr size_t kMinSpecBytes = 4 + 1 + 1 + 8 + 8 + 4 + 4 + 4 + 4 + 4 + 4 + 4;
@@ -168,7 +187,7 @@ Status decode(const uint8_t* data, size_t size, RequestList* out) {
   }
   list.ops.resize(n);
   for (OpSpec& s : list.ops) {
-    if (!getSpec(r, &s)) return malformed("bad operation in request");
+    if (const char* why = getSpec(r, &s)) return malformed(why);
   }
   if (!r.atEnd()) return malformed("trailing bytes after request");
   *out = std::move(list);
@@ -188,10 +207,15 @@ Status decode(const uint8_t* data, size_t size, ResponseList* out) {
     int32_t code;
     if (!r.get(&code) || code > 1 || code < -12) return malformed("bad status in response");
     resp.error = static_cast<Code>(code);
-    if (!r.getString(&resp.errorMessage, 1u << 20) || !getSpec(r, &resp.spec) ||
-        !r.getVector(&resp.dim0PerRank) || !r.getVector(&resp.splitMatrix) ||
+    if (!r.getString(&resp.errorMessage, 1u << 20)) return malformed("bad error message");
+    if (const char* why = getSpec(r, &resp.spec)) return malformed(why);
+    if (!r.getVector(&resp.dim0PerRank) || !r.getVector(&resp.splitMatrix) ||
         !r.get(&resp.lastJoinedRank)) {
       return malformed("bad response entry");
+    }
+    if (!allNonNegative(resp.dim0PerRank) || !allNonNegative(resp.splitMatrix) ||
+        resp.lastJoinedRank < -1) {
+      return malformed("negative row count or rank in response");
     }
   }
   if (!r.atEnd()) return malformed("trailing bytes after response");

@@ -1,7 +1,9 @@
 #pragma once
 // Byte encoding of negotiation messages. Decoding is defensive: every length is bounds-checked
 // against the remaining input and against hard limits, so a malformed message is rejected with
-// a Status and never reads out of bounds or allocates without limit.
+// a Status and never reads out of bounds or allocates without limit. What it accepts is still
+// only well-formed bytes: whether a spec makes sense for its kind and communicator size (splits
+// per rank, ndim >= 1 for allgather, a root in range) is the coordinator's check.
 
 #include <cstdint>
 #include <vector>

@@ -1,4 +1,5 @@
-// One of each collective on the world communicator: the quickest check that the runtime works.
+// One of each collective on the world communicator, and one on a split communicator: the
+// quickest check that the runtime works (and the run packaging.timeline traces).
 #include "support/test_util.h"
 
 using namespace htest;
@@ -84,6 +85,19 @@ TEST_CASE("smoke: one of each collective", "[smoke]") {
     REQUIRE(out.dtype == HCOLL_INT32);
     REQUIRE(outputElement(out, 0) >= 0);
     hcoll_request_free(req);
+  }
+  SECTION("a split communicator") {
+    // Also what the timeline check needs: a second communicator, traced on its own track.
+    hcoll_comm_t sub = HCOLL_COMM_NULL;
+    HCOLL_REQUIRE_OK(hcoll_comm_split(w, 0, -r, &sub));
+    REQUIRE(rankOf(sub) == n - 1 - r);
+    Tensor t(HCOLL_INT32, {4});
+    for (int i = 0; i < 4; ++i) t.set(i, r * i);
+    auto d = t.desc();
+    HCOLL_REQUIRE_OK(hcoll_allreduce(sub, "sub.ar", &d, &d, HCOLL_SUM, 1.0, 1.0, &req));
+    HCOLL_REQUIRE_OK(waitAndFree(req));
+    for (int i = 0; i < 4; ++i) REQUIRE(t.get(i) == i * n * (n - 1) / 2);
+    HCOLL_REQUIRE_OK(hcoll_comm_destroy(sub));
   }
   SECTION("grouped allreduce fuses into one backend call") {
     std::vector<Tensor> ts;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs bench/plot.py on a sample bench JSON and checks it wrote real PNGs.
-# Usage: check_plot.sh PYTHON PLOT_PY SAMPLE_JSON OUT_DIR
+# Runs bench/plot.py on a bench JSON (the checked-in sample, or what bench.quick wrote) and checks
+# it wrote real PNGs.
+# Usage: check_plot.sh PYTHON PLOT_PY BENCH_JSON OUT_DIR
 set -euo pipefail
 python=$1 plot=$2 sample=$3 out=$4
 rm -rf "$out"

@@ -143,8 +143,35 @@ def test_reducescatter():
     assert np.array_equal(outs[1], (np.arange(N * 2, dtype=np.float32).reshape(N, 2) * N)[R:R + 1])
 
 
+def test_read_only_outputs_rejected():
+    """Writing a result into a read-only array raises ValueError before anything is submitted:
+    the same name then works on every rank (a submitted one would be DUPLICATE_NAME or hang)."""
+    ro = np.arange(4, dtype=np.float32)
+    ro.flags.writeable = False
+    ok = np.ones(4, dtype=np.float32)
+    calls = [
+        lambda: W.allreduce(ro, name="ro"),
+        lambda: W.allreduce(ok, out=ro, name="ro"),
+        lambda: W.grouped_allreduce([ok, ro], name="ro"),
+        lambda: W.grouped_allreduce([ok], outs=[ro], name="ro"),
+        lambda: W.broadcast(ro, root=0, name="ro"),
+        lambda: W.grouped_broadcast([ok, ro], root=0, name="ro"),
+    ]
+    for i, call in enumerate(calls):
+        try:
+            call()
+        except ValueError as e:
+            assert "read-only" in str(e), e
+        else:
+            raise AssertionError(f"call {i} accepted a read-only output")
+    # A read-only input is fine when the output is another array.
+    out = np.zeros(4, dtype=np.float32)
+    done(W.allreduce(ro, out=out, name="ro"))
+    assert np.array_equal(out, np.arange(4, dtype=np.float32) * N)
+
+
 def test_barrier_and_join():
-    done(W.barrier())
+    assert done(W.barrier()).result() == ()
     last = done(W.join()).result()
     assert last.shape == () and 0 <= int(last) < N
 

@@ -32,6 +32,11 @@ foreach(scenario in-flight peer-gone destroy)
                      LABELS reliability ARGS ${scenario})
   set_tests_properties(shutdown.${scenario}.np2 PROPERTIES ENVIRONMENT "${stall_env}")
 endforeach()
+# Rank 1 tells rank 0 it has shut down through a file (the test links no MPI of its own).
+hcoll_add_mpi_test(shutdown.peer-gone-pending.np2 hcoll-test-shutdown 2 TIMEOUT 90
+                   LABELS reliability
+                   ARGS peer-gone-pending ${CMAKE_CURRENT_BINARY_DIR}/shutdown-peer-gone.marker)
+set_tests_properties(shutdown.peer-gone-pending.np2 PROPERTIES ENVIRONMENT "${stall_env}")
 hcoll_add_mpi_test(idle_cpu.np2 hcoll-test-idle-cpu 2 TIMEOUT 60 LABELS reliability)
 hcoll_add_mpi_test(soak.np2 hcoll-test-soak 2 TIMEOUT 90 LABELS reliability ARGS 2000)
 hcoll_add_mpi_test(soak.np3 hcoll-test-soak 3 TIMEOUT 90 LABELS reliability ARGS 300)

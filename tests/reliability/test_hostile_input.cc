@@ -1,7 +1,7 @@
 // Hostile input at the C API: a table of bad calls, each of which must return its documented
-// status, set hcoll_last_error, and leave the runtime usable (a real operation succeeds after the
-// table). Calls before initialize and after shutdown are covered too. Runs on 2 ranks; every rank
-// makes the same calls (destroy/split are collective).
+// status, set its own hcoll_last_error message (not leave an earlier one), and leave the runtime
+// usable (a real operation succeeds after the table). Calls before initialize and after shutdown
+// are covered too. Runs on 2 ranks; every rank makes the same calls (destroy/split are collective).
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -16,6 +16,8 @@ extern "C" hcoll_status_t hostileAllreduceOp(hcoll_comm_t, const hcoll_tensor_t*
                                              hcoll_request_t*);
 extern "C" hcoll_status_t hostileReducescatterOp(hcoll_comm_t, const hcoll_tensor_t*, int,
                                                  hcoll_request_t*);
+// The tensor is only copied and passed on here, never its dtype loaded (which would be UB).
+extern "C" hcoll_tensor_t hostileDtype(hcoll_tensor_t t, int dtype);
 
 namespace {
 
@@ -29,18 +31,43 @@ struct BadCall {
 int gFailures = 0;
 int gChecked = 0;
 
+// hcoll_last_error keeps the message of this thread's last failure until the next one, so a bad
+// call that failed without setting its own would pass on a leftover message. Before each call a
+// sentinel failure leaves a known message, and the call must replace it; where a call's own
+// message could equal the sentinel's, a second sentinel from another function decides.
+// Returns the sentinel's message.
+std::string setSentinel(int which) {
+  // Failures in every phase (before init, initialized, after shutdown): a NULL output pointer.
+  const hcoll_status_t s =
+      which == 0 ? hcoll_comm_world(nullptr) : hcoll_comm_size(HCOLL_COMM_NULL, nullptr);
+  const char* m = hcoll_last_error();
+  if (s == HCOLL_SUCCESS || m == nullptr || m[0] == '\0') {
+    ++gFailures;
+    std::fprintf(stderr, "FAIL: sentinel %d did not fail with a message\n", which);
+  }
+  return m ? m : "";
+}
+
 void runTable(const char* phase, const std::vector<BadCall>& table) {
   for (const BadCall& c : table) {
     ++gChecked;
+    std::string sentinel = setSentinel(0);
     hcoll_status_t got = c.call();
-    const char* message = hcoll_last_error();
-    bool messageOk = got == HCOLL_SUCCESS || (message != nullptr && message[0] != '\0');
+    std::string message = hcoll_last_error() ? hcoll_last_error() : "";
+    if (got != HCOLL_SUCCESS && message == sentinel) {
+      // Either no message was set, or the call's own message is the sentinel's text (e.g. the
+      // entries that call hcoll_comm_world): decide with the other sentinel.
+      sentinel = setSentinel(1);
+      got = c.call();
+      message = hcoll_last_error() ? hcoll_last_error() : "";
+    }
+    bool messageOk = got == HCOLL_SUCCESS || (!message.empty() && message != sentinel);
     bool statusOk = got == c.expected || (c.alsoAccepted != HCOLL_SUCCESS && got == c.alsoAccepted);
     if (!statusOk || !messageOk) {
       ++gFailures;
-      std::fprintf(stderr, "FAIL [%s] %s: expected %s, got %s (last error: '%s')\n", phase, c.what,
-                   hcoll_status_string(c.expected), hcoll_status_string(got),
-                   message ? message : "(null)");
+      std::fprintf(stderr, "FAIL [%s] %s: expected %s, got %s (last error: '%s'%s)\n", phase,
+                   c.what, hcoll_status_string(c.expected), hcoll_status_string(got),
+                   message.c_str(), message == sentinel ? ", left over, not this call's" : "");
     }
   }
 }
@@ -112,10 +139,8 @@ int main() {
     return t;
   };
   hcoll_tensor_t nullData = with([](hcoll_tensor_t& t) { t.data = nullptr; });
-  hcoll_tensor_t badDtype =
-      with([](hcoll_tensor_t& t) { t.dtype = static_cast<hcoll_dtype_t>(99); });
-  hcoll_tensor_t negDtype =
-      with([](hcoll_tensor_t& t) { t.dtype = static_cast<hcoll_dtype_t>(-1); });
+  hcoll_tensor_t badDtype = hostileDtype(good, 99);
+  hcoll_tensor_t negDtype = hostileDtype(good, -1);
   hcoll_tensor_t negNdim = with([](hcoll_tensor_t& t) { t.ndim = -1; });
   hcoll_tensor_t bigNdim = with([](hcoll_tensor_t& t) { t.ndim = HCOLL_MAX_NDIM + 1; });
   hcoll_tensor_t nullShape = with([](hcoll_tensor_t& t) { t.shape = nullptr; });

@@ -4,6 +4,11 @@
 //               hcoll_wait(-1) on it returns SHUT_DOWN and shutdown returns promptly.
 //   peer-gone:  rank 1 shuts down and exits while rank 0 still has work rank 1 never submits;
 //               rank 0's request fails within the stall shutdown time and its shutdown returns.
+//   peer-gone-pending MARKER:
+//               rank 1 shuts down and exits (then creates the file MARKER); only after that
+//               does rank 0 submit work rank 1 never submits and, with it still pending, shut
+//               down: shutdown completes, and the request, with a thread blocked in
+//               hcoll_wait(-1) on it, ends with SHUT_DOWN or TIMEOUT; nothing hangs.
 //   destroy:    destroying a communicator with an unmatched op in flight completes it with
 //               SHUT_DOWN on the submitting rank.
 // Prints PASS/FAIL lines; exits non-zero on failure.
@@ -96,6 +101,48 @@ int main(int argc, char** argv) {
     const auto start = Clock::now();
     check(hcoll_shutdown() == HCOLL_SUCCESS, "rank 0 shutdown", hcoll_last_error());
     check(since(start) < 10.0, "rank 0 shutdown is bounded", std::to_string(since(start)) + " s");
+  } else if (scenario == "peer-gone-pending") {
+    if (argc < 3) {
+      check(false, "peer-gone-pending needs a marker path");
+      return 1;
+    }
+    const std::string marker = argv[2];
+    // The marker must not be left over from an earlier run: rank 1 removes it, and the barrier
+    // keeps rank 0 from looking before that.
+    if (rank == 1) std::remove(marker.c_str());
+    hcoll_request_t b;
+    check(hcoll_barrier(w, &b) == HCOLL_SUCCESS && hcoll_wait(b, 30) == HCOLL_SUCCESS, "barrier");
+    hcoll_request_free(b);
+    if (rank == 1) {
+      const auto start = Clock::now();
+      check(hcoll_shutdown() == HCOLL_SUCCESS, "rank 1 shutdown");
+      check(since(start) < 15.0, "rank 1 shutdown is bounded", std::to_string(since(start)) + " s");
+      if (FILE* f = std::fopen(marker.c_str(), "w")) std::fclose(f);
+      return gFailures ? 1 : 0;
+    }
+    bool gone = false;
+    while (!gone && since(origin) < 30.0) {
+      if (FILE* f = std::fopen(marker.c_str(), "r")) {
+        std::fclose(f);
+        gone = true;
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
+    check(gone, "rank 1 has shut down");
+    check(hcoll_allreduce(w, "pending-at-shutdown", &t, &t, HCOLL_SUM, 1, 1, &req) == HCOLL_SUCCESS,
+          "submit after the peer is gone", hcoll_last_error());
+    waiter.start(req, origin);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const auto start = Clock::now();
+    check(hcoll_shutdown() == HCOLL_SUCCESS, "rank 0 shutdown with work pending",
+          hcoll_last_error());
+    check(since(start) < 15.0, "rank 0 shutdown is bounded", std::to_string(since(start)) + " s");
+    waiter.thread.join();
+    check(waiter.status == HCOLL_ERR_SHUT_DOWN || waiter.status == HCOLL_ERR_TIMEOUT,
+          "the pending request ends with SHUT_DOWN or TIMEOUT",
+          hcoll_status_string(waiter.status) + std::string(": ") + waiter.message);
+    std::remove(marker.c_str());
   } else if (scenario == "destroy") {
     hcoll_comm_t c;
     check(hcoll_comm_split(w, 0, rank, &c) == HCOLL_SUCCESS, "split");

@@ -191,3 +191,106 @@ TEST_CASE("coordinator: forget drops a partially announced op", "[coordinator]")
   announce(c, 1, {spec("f")});
   REQUIRE(c.takeReady().empty());  // rank 0's announcement was forgotten
 }
+
+TEST_CASE("coordinator: malformed specs fail their operation naming the rank, no UB",
+          "[coordinator][malformed]") {
+  Coordinator c(3);
+  // Announces `bad` from rank 1 and `good` from ranks 0 and 2; the op must fail on every rank
+  // with an internal error naming rank 1, and the coordinator stays usable.
+  auto expectRejected = [&](const OpSpec& good, const OpSpec& bad, const std::string& why) {
+    announce(c, 0, {good});
+    announce(c, 1, {bad});
+    announce(c, 2, {good});
+    auto ready = c.takeReady();
+    REQUIRE(ready.size() == 1);
+    INFO(ready[0].errorMessage);
+    REQUIRE(ready[0].error == Code::kInternal);
+    REQUIRE(has(ready[0].errorMessage, "'" + good.name + "'"));
+    REQUIRE(has(ready[0].errorMessage, "rank 1 sent a malformed request"));
+    REQUIRE(has(ready[0].errorMessage, why));
+    REQUIRE(c.empty());
+  };
+  OpSpec a2a = spec("a2a", OpKind::kAlltoall, DataType::kInt8, {6, 2});
+  a2a.splits = {2, 2, 2};
+  SECTION("alltoall splits with fewer entries than ranks") {
+    OpSpec bad = a2a;
+    bad.splits = {6};
+    expectRejected(a2a, bad, "splits has 1 entries for 3 ranks");
+  }
+  SECTION("alltoall splits with more entries than ranks") {
+    OpSpec bad = a2a;
+    bad.splits = {1, 1, 1, 1};
+    expectRejected(a2a, bad, "splits has 4 entries");
+  }
+  SECTION("alltoall splits summing past dim0") {
+    OpSpec bad = a2a;
+    bad.splits = {2, 2, 3};
+    expectRejected(a2a, bad, "more than dim0");
+  }
+  SECTION("alltoall with a 0-d or missing member") {
+    OpSpec bad = a2a;
+    bad.members[0].shape.clear();
+    expectRejected(a2a, bad, "0-d");
+    bad = a2a;
+    bad.members.clear();
+    expectRejected(a2a, bad, "0 members");
+  }
+  SECTION("allgather 0-d on one rank") {
+    OpSpec good = spec("ag", OpKind::kAllgather, DataType::kInt8, {2});
+    OpSpec bad = spec("ag", OpKind::kAllgather, DataType::kInt8, {});
+    expectRejected(good, bad, "0-d");
+  }
+  SECTION("reducescatter 0-d") {
+    OpSpec good = spec("rs", OpKind::kReducescatter, DataType::kInt8, {3});
+    OpSpec bad = spec("rs", OpKind::kReducescatter, DataType::kInt8, {});
+    expectRejected(good, bad, "0-d");
+  }
+  SECTION("broadcast root out of range") {
+    OpSpec good = spec("bc", OpKind::kBroadcast);
+    OpSpec bad = good;
+    bad.root = 3;
+    expectRejected(good, bad, "root 3");
+  }
+  // The coordinator keeps working after any of the above.
+  announce(c, 0, {spec("after")});
+  announce(c, 1, {spec("after")});
+  announce(c, 2, {spec("after")});
+  auto ready = c.takeReady();
+  REQUIRE(ready.size() == 1);
+  REQUIRE(ready[0].error == Code::kSuccess);
+}
+
+TEST_CASE("coordinator: allgather 0-d on every rank is an error, not shape[0] of nothing",
+          "[coordinator][malformed]") {
+  Coordinator c(2);
+  OpSpec ag = spec("ag", OpKind::kAllgather, DataType::kFloat32, {});
+  announce(c, 0, {ag});
+  announce(c, 1, {ag});
+  auto ready = c.takeReady();
+  REQUIRE(ready.size() == 1);
+  INFO(ready[0].errorMessage);
+  REQUIRE(ready[0].error == Code::kInternal);
+  REQUIRE(has(ready[0].errorMessage, "rank 0 sent a malformed request"));
+  REQUIRE(ready[0].dim0PerRank.empty());
+}
+
+TEST_CASE("coordinator: outputs assembled from all ranks must not overflow",
+          "[coordinator][malformed]") {
+  // Each rank's part fits int64 bytes, their sum does not.
+  const int64_t big = int64_t{3} << 61;
+  Coordinator c(2);
+  announce(c, 0, {spec("ag", OpKind::kAllgather, DataType::kInt8, {big})});
+  announce(c, 1, {spec("ag", OpKind::kAllgather, DataType::kInt8, {big})});
+  OpSpec x = spec("x", OpKind::kAlltoall, DataType::kInt8, {big});
+  x.splits = {big, 0};  // rank 0 receives 2 * big rows
+  announce(c, 0, {x});
+  announce(c, 1, {x});
+  auto ready = c.takeReady();
+  REQUIRE(ready.size() == 2);
+  for (const Response& r : ready) {
+    INFO(r.errorMessage);
+    REQUIRE(r.error == Code::kInternal);
+    REQUIRE(has(r.errorMessage, "overflows"));
+  }
+  REQUIRE(has(ready[1].errorMessage, "for rank 0"));
+}

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "runtime/wire.h"
@@ -200,4 +201,99 @@ TEST_CASE("wire: random garbage never decodes into nonsense or crashes", "[wire]
     wire::decode(b.data(), b.size(), &rs);
   }
   SUCCEED();
+}
+
+TEST_CASE("wire: specs no C API call can produce are rejected", "[wire]") {
+  auto decodeOne = [](const OpSpec& s) {
+    RequestList l;
+    l.ops = {s};
+    auto b = wire::encode(l);
+    RequestList out;
+    return wire::decode(b.data(), b.size(), &out);
+  };
+  auto rejected = [&](const OpSpec& s, const std::string& why) {
+    Status st = decodeOne(s);
+    INFO(st.message());
+    REQUIRE(!st.isOk());
+    REQUIRE(st.message().find(why) != std::string::npos);
+  };
+  OpSpec base = sampleSpec("n", OpKind::kAllreduce);
+  REQUIRE(decodeOne(base).isOk());
+  SECTION("more than HCOLL_MAX_NDIM dims") {
+    OpSpec s = base;
+    s.members = {MemberSpec{DataType::kInt8, std::vector<int64_t>(kMaxNdim, 1)}};
+    REQUIRE(decodeOne(s).isOk());
+    s.members[0].shape.push_back(1);
+    rejected(s, "too many dimensions");
+  }
+  SECTION("element count overflow") {
+    OpSpec s = base;
+    s.members = {MemberSpec{DataType::kInt8, {int64_t{1} << 32, int64_t{1} << 32}}};
+    rejected(s, "overflows");
+  }
+  SECTION("byte count overflow") {
+    OpSpec s = base;
+    s.members = {MemberSpec{DataType::kFloat64, {int64_t{1} << 61}}};
+    rejected(s, "overflows");
+    s.members[0].dtype = DataType::kInt8;
+    REQUIRE(decodeOne(s).isOk());
+  }
+  SECTION("row count overflow in an empty tensor") {
+    OpSpec s = base;
+    s.members = {MemberSpec{DataType::kInt8, {0, int64_t{1} << 40, int64_t{1} << 40}}};
+    rejected(s, "overflows");
+  }
+  SECTION("non-finite scale factors") {
+    OpSpec s = base;
+    s.prescale = std::numeric_limits<double>::quiet_NaN();
+    rejected(s, "non-finite");
+    s.prescale = 1.0;
+    s.postscale = -std::numeric_limits<double>::infinity();
+    rejected(s, "non-finite");
+  }
+  SECTION("negative split") {
+    OpSpec s = sampleSpec("n", OpKind::kAlltoall);
+    s.splits = {1, -1, 0};
+    rejected(s, "negative split");
+  }
+}
+
+TEST_CASE("wire: responses with negative row counts are rejected", "[wire]") {
+  ResponseList l = sampleResponses();
+  l.responses[0].dim0PerRank[1] = -1;
+  auto b = wire::encode(l);
+  ResponseList out;
+  REQUIRE(!wire::decode(b.data(), b.size(), &out).isOk());
+  l = sampleResponses();
+  l.responses[0].splitMatrix[0] = -5;
+  b = wire::encode(l);
+  REQUIRE(!wire::decode(b.data(), b.size(), &out).isOk());
+}
+
+TEST_CASE("wire: Response::malformation checks per-rank parts against the size", "[wire]") {
+  Response ag;
+  ag.spec = sampleSpec("ag", OpKind::kAllgather);
+  ag.spec.members = {MemberSpec{DataType::kInt8, {2, 3}}};
+  ag.dim0PerRank = {2, 0};
+  REQUIRE(ag.malformation(2).empty());
+  REQUIRE(!ag.malformation(3).empty());  // one entry per rank
+  ag.spec.members[0].shape.clear();
+  ag.dim0PerRank = {0, 0};
+  REQUIRE(!ag.malformation(2).empty());  // 0-d member
+  ag.error = Code::kMismatch;
+  REQUIRE(ag.malformation(2).empty());  // a failure only names the operation
+
+  Response a2a;
+  a2a.spec = sampleSpec("x", OpKind::kAlltoall);
+  a2a.spec.members = {MemberSpec{DataType::kInt8, {4}}};
+  a2a.splitMatrix = {1, 1, 2, 2};
+  REQUIRE(a2a.malformation(2).empty());
+  a2a.splitMatrix.pop_back();
+  REQUIRE(!a2a.malformation(2).empty());
+
+  Response bc;
+  bc.spec = sampleSpec("b", OpKind::kBroadcast);
+  bc.spec.root = 2;
+  REQUIRE(bc.malformation(3).empty());
+  REQUIRE(!bc.malformation(2).empty());
 }

@@ -191,7 +191,7 @@ class Request:
 
     def result(self):
         """Waits, then returns what the operation produced: the in-place tensor(s) for
-        allreduce/broadcast, output 0 (or the list for a group) otherwise, None for barrier."""
+        allreduce/broadcast, output 0 (or the list for a group) otherwise, () for barrier."""
         self.wait()
         if self._in_place is not None:
             return self._in_place
@@ -292,8 +292,8 @@ class Comm:
 
     def allreduce(self, x, out=None, op=_lib.SUM, name=None, prescale=1.0, postscale=1.0):
         """Reduces x over all ranks into out (default: in place into x)."""
-        din = _tensor.describe(x, "x")
-        dout = din if out is None else _tensor.describe(out, "out")
+        din = _tensor.describe(x, "x", written=out is None)
+        dout = din if out is None else _tensor.describe(out, "out", written=True)
         return self._submit(lib.hcoll_allreduce,
                             [_name(name), ctypes.byref(din.c), ctypes.byref(dout.c), op,
                              prescale, postscale],
@@ -302,8 +302,9 @@ class Comm:
     def grouped_allreduce(self, xs, outs=None, op=_lib.SUM, name=None, prescale=1.0,
                           postscale=1.0):
         xs = list(xs)
-        din, ain = _tensor.describe_all(xs, "xs")
-        dout, aout = (din, ain) if outs is None else _tensor.describe_all(list(outs), "outs")
+        din, ain = _tensor.describe_all(xs, "xs", written=outs is None)
+        dout, aout = ((din, ain) if outs is None
+                      else _tensor.describe_all(list(outs), "outs", written=True))
         return self._submit(lib.hcoll_grouped_allreduce,
                             [_name(name), len(xs), ain, aout, op, prescale, postscale],
                             [din, ain, dout, aout], False, xs if outs is None else list(outs),
@@ -322,13 +323,13 @@ class Comm:
 
     def broadcast(self, x, root=0, name=None):
         """Replaces x with root's x, in place."""
-        d = _tensor.describe(x, "x")
+        d = _tensor.describe(x, "x", written=True)
         return self._submit(lib.hcoll_broadcast, [_name(name), ctypes.byref(d.c), int(root)],
                             [d], False, x)
 
     def grouped_broadcast(self, xs, root=0, name=None):
         xs = list(xs)
-        d, a = _tensor.describe_all(xs, "xs")
+        d, a = _tensor.describe_all(xs, "xs", written=True)
         return self._submit(lib.hcoll_grouped_broadcast, [_name(name), len(xs), a, int(root)],
                             [d, a], False, xs, grouped=True)
 

@@ -53,10 +53,12 @@ class Descriptor:
         self.c = _lib.Tensor(data, dtype, len(shape), self.shape, _lib.DEVICE_HOST, None)
 
 
-def describe(x, what="tensor"):
+def describe(x, what="tensor", written=False):
     """Returns a Descriptor for a C-contiguous numpy array or torch CPU tensor. Anything else,
     a non-contiguous array or a dtype hcoll has no code for raises TypeError/ValueError:
-    silently copying would break in-place semantics."""
+    silently copying would break in-place semantics. `written`: hcoll writes the result into x
+    (allreduce output, broadcast buffer), so a read-only numpy array is a ValueError, raised
+    before anything is submitted (ctypes would otherwise hand its memory to C to overwrite)."""
     if is_torch(x):
         if x.device.type != "cpu":
             raise ValueError(f"{what}: only CPU torch tensors are supported, got {x.device}")
@@ -70,6 +72,9 @@ def describe(x, what="tensor"):
     if isinstance(x, np.ndarray):
         if not x.flags.c_contiguous:
             raise ValueError(f"{what}: numpy array must be C-contiguous")
+        if written and not x.flags.writeable:
+            raise ValueError(f"{what}: numpy array is read-only, but the result is written "
+                             "into it")
         dtype = _NUMPY_TO_HCOLL.get(x.dtype)
         if dtype is None:
             raise TypeError(f"{what}: unsupported numpy dtype {x.dtype}")
@@ -78,8 +83,8 @@ def describe(x, what="tensor"):
     raise TypeError(f"{what}: expected a numpy.ndarray or torch.Tensor, got {type(x).__name__}")
 
 
-def describe_all(xs, what="tensors"):
-    descs = [describe(x, f"{what}[{i}]") for i, x in enumerate(xs)]
+def describe_all(xs, what="tensors", written=False):
+    descs = [describe(x, f"{what}[{i}]", written) for i, x in enumerate(xs)]
     arr = (_lib.Tensor * max(len(descs), 1))(*[d.c for d in descs])
     return descs, arr
 
