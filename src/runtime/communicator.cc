@@ -71,6 +71,7 @@ void Communicator::failAll(PendingOps& pending, const Status& status) {
 void Communicator::run() {
   PendingOps pending;
   Negotiator negotiator(*channel_, config_, abort_, log_, recorder_.get());
+  negotiator.watchCloseRequests(closeRequested_);
   Executor executor(
       *channel_, config_, abort_, stats_,
       [this](std::unique_ptr<LocalOp> op, const Status& s) { finish(std::move(op), s); });
@@ -190,6 +191,7 @@ void Communicator::beginClose() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     closing_ = true;
+    closeRequested_.store(true);
   }
   wake_.notify_one();
 }

@@ -82,6 +82,7 @@ class Communicator {
   std::unordered_set<std::string> inFlight_;
   std::array<uint64_t, kNumOpKinds> autoNameCounters_{};
   bool closing_ = false;
+  std::atomic<bool> closeRequested_{false};  // closing_, readable by a round in progress
   bool stopped_ = false;
   std::string brokenReason_;  // set when the thread stopped on a failure; submit() reports it
   std::atomic<bool> abort_{false};

@@ -171,7 +171,8 @@ Status Negotiator::exchangeWithCoordinator(PendingOps& pending,
                            "' from rank 0: " + why);
     }
   }
-  for (Response& r : responses.responses) out->push_back(std::make_shared<const Response>(std::move(r)));
+  for (Response& r : responses.responses)
+    out->push_back(std::make_shared<const Response>(std::move(r)));
   return Status::ok();
 }
 
@@ -184,10 +185,10 @@ void Negotiator::inspectStalls(std::vector<Response>* out) {
     for (const auto& s : coordinator_->stalled(config_.stallCheckSeconds, now)) {
       stillStalled.insert(s.name);
       if (warned_.count(s.name)) continue;
-      log_->warn("stall: operation '{}' ({}) was submitted by ranks {} {:.1f} s ago; ranks {} "
-                    "have not submitted it",
-                    s.name, opKindName(s.kind), rankList(s.submitted), s.waitedSeconds,
-                    rankList(s.missing));
+      log_->warn(
+          "stall: operation '{}' ({}) was submitted by ranks {} {:.1f} s ago; ranks {} "
+          "have not submitted it",
+          s.name, opKindName(s.kind), rankList(s.submitted), s.waitedSeconds, rankList(s.missing));
       newWarning = true;
     }
     warned_ = std::move(stillStalled);
@@ -232,9 +233,14 @@ Status Negotiator::waitControl(backends::PendingPtr& step, const char* what) {
     }
     return names.empty() ? std::string("none") : names;
   };
+  // When this wait first saw the communicator closing (the whole wait, for a closing round).
+  double closingSince = roundClosing_ ? 0.0 : -1.0;
   auto onSlow = [&](double waited) -> Status {
     const int rank = channel_.rank();
-    if (roundClosing_ && waited >= closeTimeoutSeconds(config_)) {
+    if (closingSince < 0 && closeRequested_ != nullptr && closeRequested_->load()) {
+      closingSince = waited;
+    }
+    if (closingSince >= 0 && waited - closingSince >= closeTimeoutSeconds(config_)) {
       std::string message = "closing the communicator: the other ranks did not take part for " +
                             std::to_string(static_cast<int>(waited)) +
                             " s (they may have exited); closed locally on rank " +
@@ -244,20 +250,21 @@ Status Negotiator::waitControl(backends::PendingPtr& step, const char* what) {
     }
     if (!warned && config_.stallCheckSeconds > 0 && waited >= config_.stallCheckSeconds) {
       warned = true;
-      log_->warn("stall: rank {} has waited {:.1f} s in the {} for the other {} rank(s) of the "
-                 "communicator; operations pending here: {}. A rank with nothing pending does not "
-                 "negotiate: some rank has not submitted these operations, or has exited",
-                 rank, waited, what, channel_.size() - 1, pendingNames());
+      log_->warn(
+          "stall: rank {} has waited {:.1f} s in the {} for the other {} rank(s) of the "
+          "communicator; operations pending here: {}. A rank with nothing pending does not "
+          "negotiate: some rank has not submitted these operations, or has exited",
+          rank, waited, what, channel_.size() - 1, pendingNames());
       dumpRecorder("stall: negotiation round waiting for other ranks");
     }
     if (!roundClosing_ && config_.stallShutdownSeconds > 0 &&
         waited >= config_.stallShutdownSeconds) {
-      std::string message = "timed out after " + std::to_string(static_cast<int>(waited)) +
-                            " s: the other ranks of the communicator did not all join the negotiation of " +
-                            pendingNames() + " (rank " + std::to_string(rank) +
-                            " waited in the " + what +
-                            "); a rank that has not submitted them, or has exited, is missing. The "
-                            "communicator is unusable from now on";
+      std::string message =
+          "timed out after " + std::to_string(static_cast<int>(waited)) +
+          " s: the other ranks of the communicator did not all join the negotiation of " +
+          pendingNames() + " (rank " + std::to_string(rank) + " waited in the " + what +
+          "); a rank that has not submitted them, or has exited, is missing. The "
+          "communicator is unusable from now on";
       log_->error("stall shutdown: {}", message);
       dumpRecorder("stall shutdown: the operations this rank had pending");
       return Status(Code::kTimeout, message);

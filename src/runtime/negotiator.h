@@ -42,6 +42,11 @@ class Negotiator {
   // How long closing waits for peers that may have exited before giving up locally.
   static double closeTimeoutSeconds(const Config& config);
 
+  // `flag` becomes true when the communicator is asked to close (destroy, shutdown). A round
+  // already waiting for peers then gives up after the close bound too, instead of waiting for
+  // peers that may be gone without limit (when no stall shutdown time is set).
+  void watchCloseRequests(const std::atomic<bool>& flag) { closeRequested_ = &flag; }
+
  private:
   // Announces what the cache could not replay; appends the coordinator's responses.
   Status exchangeWithCoordinator(PendingOps& pending, const std::vector<std::string>& replayed,
@@ -68,6 +73,7 @@ class Negotiator {
   const FlightRecorder* recorder_;
   PendingOps* roundPending_ = nullptr;  // during round()
   bool roundClosing_ = false;
+  const std::atomic<bool>* closeRequested_ = nullptr;
 };
 
 }  // namespace hcoll::runtime
