@@ -15,6 +15,7 @@
 
 #include "backends/nccl/nccl_bootstrap.h"
 #include "fusion/fusion_allocator.h"
+#include "stub_channel.h"
 
 namespace {
 
@@ -24,53 +25,22 @@ using hcoll::backends::Channel;
 using hcoll::backends::PendingPtr;
 
 // A channel whose broadcastBytes replaces *buf with `fromRoot` (what rank 0 would have sent).
-class FakeChannel final : public Channel {
+class FakeChannel final : public htest::StubChannel {
  public:
-  FakeChannel(int rank, std::vector<uint8_t>* wire) : rank_(rank), wire_(wire) {}
-  int rank() const override { return rank_; }
-  int size() const override { return 2; }
-  int localRank() const override { return rank_; }
-  int localSize() const override { return 2; }
-  PendingPtr allreduceBitsAnd(uint64_t*, size_t) override { return unused(); }
-  PendingPtr gatherBytes(std::vector<uint8_t>, std::vector<std::vector<uint8_t>>*) override {
-    return unused();
-  }
+  FakeChannel(int rank, std::vector<uint8_t>* wire)
+      : StubChannel(rank, 2, htest::unusedCall()), wire_(wire) {}
   PendingPtr broadcastBytes(std::vector<uint8_t>* buf) override {
     ++broadcasts;
-    if (rank_ == 0) {
+    if (rank() == 0) {
       *wire_ = *buf;
     } else {
       *buf = *wire_;
     }
     return hcoll::backends::finished();
   }
-  Status split(int, int, std::unique_ptr<Channel>*) override { return Status::ok(); }
-  Status create(const std::vector<int32_t>&, std::unique_ptr<Channel>*) override {
-    return Status::ok();
-  }
-  PendingPtr allreduce(void*, size_t, hcoll::DataType, hcoll::ReduceOp) override {
-    return unused();
-  }
-  PendingPtr allgatherv(const void*, size_t, void*, const std::vector<size_t>&) override {
-    return unused();
-  }
-  PendingPtr broadcast(void*, size_t, int) override { return unused(); }
-  PendingPtr alltoallv(const void*, const std::vector<size_t>&, void*,
-                       const std::vector<size_t>&) override {
-    return unused();
-  }
-  PendingPtr reduceScatter(const void*, void*, const std::vector<size_t>&, hcoll::DataType,
-                           hcoll::ReduceOp) override {
-    return unused();
-  }
-  PendingPtr barrier() override { return unused(); }
   int broadcasts = 0;
 
  private:
-  static PendingPtr unused() {
-    return hcoll::backends::finished(Status(Code::kInternal, "unused"));
-  }
-  int rank_;
   std::vector<uint8_t>* wire_;
 };
 
@@ -93,15 +63,12 @@ class ThreadWorld {
   int size_;
 };
 
-class ThreadChannel final : public Channel {
+class ThreadChannel final : public htest::StubChannel {
  public:
-  ThreadChannel(ThreadWorld& world, int rank) : world_(world), rank_(rank) {}
-  int rank() const override { return rank_; }
-  int size() const override { return world_.size(); }
-  int localRank() const override { return rank_; }
-  int localSize() const override { return world_.size(); }
+  ThreadChannel(ThreadWorld& world, int rank)
+      : StubChannel(rank, world.size(), htest::unusedCall()), world_(world) {}
   PendingPtr allreduceBitsAnd(uint64_t* words, size_t count) override {
-    if (count != 1) return unused();  // (no Catch2 assertions off the main thread)
+    if (count != 1) return stub();  // (no Catch2 assertions off the main thread)
     const int round = calls_++;
     {
       std::lock_guard<std::mutex> lock(world_.mutex);
@@ -117,7 +84,7 @@ class ThreadChannel final : public Channel {
   }
   PendingPtr broadcastBytes(std::vector<uint8_t>* buf) override {
     const int round = calls_++;
-    if (rank_ == 0) {
+    if (rank() == 0) {
       std::lock_guard<std::mutex> lock(world_.mutex);
       world_.rounds[round].root = *buf;
       world_.rounds[round].rootSent = true;
@@ -130,29 +97,6 @@ class ThreadChannel final : public Channel {
       return true;
     });
   }
-  PendingPtr gatherBytes(std::vector<uint8_t>, std::vector<std::vector<uint8_t>>*) override {
-    return unused();
-  }
-  Status split(int, int, std::unique_ptr<Channel>*) override { return Status::ok(); }
-  Status create(const std::vector<int32_t>&, std::unique_ptr<Channel>*) override {
-    return Status::ok();
-  }
-  PendingPtr allreduce(void*, size_t, hcoll::DataType, hcoll::ReduceOp) override {
-    return unused();
-  }
-  PendingPtr allgatherv(const void*, size_t, void*, const std::vector<size_t>&) override {
-    return unused();
-  }
-  PendingPtr broadcast(void*, size_t, int) override { return unused(); }
-  PendingPtr alltoallv(const void*, const std::vector<size_t>&, void*,
-                       const std::vector<size_t>&) override {
-    return unused();
-  }
-  PendingPtr reduceScatter(const void*, void*, const std::vector<size_t>&, hcoll::DataType,
-                           hcoll::ReduceOp) override {
-    return unused();
-  }
-  PendingPtr barrier() override { return unused(); }
 
  private:
   class Poll final : public hcoll::backends::Pending {
@@ -166,11 +110,7 @@ class ThreadChannel final : public Channel {
    private:
     std::function<bool()> done_;
   };
-  static PendingPtr unused() {
-    return hcoll::backends::finished(Status(Code::kInternal, "unused"));
-  }
   ThreadWorld& world_;
-  int rank_;
   int calls_ = 0;
 };
 

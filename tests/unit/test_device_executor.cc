@@ -17,6 +17,7 @@
 #include "backends/device.h"
 #include "fusion/fusion_allocator.h"
 #include "runtime/executor.h"
+#include "stub_channel.h"
 
 namespace {
 
@@ -163,35 +164,9 @@ class HostMemory final : public hcoll::fusion::MemoryProvider {
 };
 
 // A one-rank channel: the device batches never use it.
-class OneRank final : public Channel {
+class OneRank final : public htest::StubChannel {
  public:
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-  int localRank() const override { return 0; }
-  int localSize() const override { return 1; }
-  PendingPtr allreduceBitsAnd(uint64_t*, size_t) override { return finished(); }
-  PendingPtr gatherBytes(std::vector<uint8_t>, std::vector<std::vector<uint8_t>>*) override {
-    return finished();
-  }
-  PendingPtr broadcastBytes(std::vector<uint8_t>*) override { return finished(); }
-  Status split(int, int, std::unique_ptr<Channel>*) override { return Status::ok(); }
-  Status create(const std::vector<int32_t>&, std::unique_ptr<Channel>*) override {
-    return Status::ok();
-  }
-  PendingPtr allreduce(void*, size_t, DataType, ReduceOp) override { return finished(); }
-  PendingPtr allgatherv(const void*, size_t, void*, const std::vector<size_t>&) override {
-    return finished();
-  }
-  PendingPtr broadcast(void*, size_t, int) override { return finished(); }
-  PendingPtr alltoallv(const void*, const std::vector<size_t>&, void*,
-                       const std::vector<size_t>&) override {
-    return finished();
-  }
-  PendingPtr reduceScatter(const void*, void*, const std::vector<size_t>&, DataType,
-                           ReduceOp) override {
-    return finished();
-  }
-  PendingPtr barrier() override { return finished(); }
+  OneRank() : StubChannel(0, 1, Status::ok()) {}
 };
 
 // Two fused allreduces of 4 float32 each, on "device 0", one caller stream.
