@@ -102,7 +102,8 @@ typedef struct hcoll_tensor {
 /* Output allocator. `alloc` returns `bytes` bytes usable on `device` (ordered on `stream` for CUDA)
  * or NULL on failure (the operation then fails with HCOLL_ERR_NO_MEMORY). Memory obtained through
  * it belongs to the user: hcoll never frees it, `free` is called only for buffers hcoll allocated
- * but could not hand out (an operation that failed after its outputs were allocated). */
+ * but could not hand out (an operation that failed after its outputs were allocated, or whose
+ * request was freed while it was still in flight). */
 typedef void* (*hcoll_alloc_fn)(void* ctx, int32_t device, void* stream, size_t bytes);
 typedef void (*hcoll_free_fn)(void* ctx, int32_t device, void* ptr);
 

@@ -27,7 +27,9 @@ void releaseOutput(int32_t device, void* data) {
 
 Request::~Request() {
   bool userOwned = allocator_ && allocator_->userOwned();
-  bool handedOut = code_ == Code::kSuccess;
+  // A user allocator's outputs belong to the user once they could be retrieved: the operation
+  // succeeded while the caller still held the request.
+  bool handedOut = code_ == Code::kSuccess && !releasedInFlight_;
   for (OutputTensor& t : outputs_) {
     if (t.data == nullptr) continue;
     if (!userOwned) {
@@ -117,6 +119,11 @@ void Request::complete(const Status& status) {
     message_ = status.message();
   }
   done_.notify_all();
+}
+
+void Request::release() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (code_ == Code::kInProgress) releasedInFlight_ = true;
 }
 
 }  // namespace hcoll::runtime

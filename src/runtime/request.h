@@ -61,6 +61,10 @@ class Request {
   // Marks the request finished; wakes waiters. Later calls are ignored.
   void complete(const Status& status);
 
+  // The caller let go of its handle (hcoll_request_free). If the operation is still in flight,
+  // its outputs can never be handed out: a user allocator's buffers then go back through `free`.
+  void release();
+
   // Valid once test() != kInProgress.
   const std::vector<OutputTensor>& outputs() const { return outputs_; }
   const std::vector<std::vector<int64_t>>& receivedSplits() const { return receivedSplits_; }
@@ -71,6 +75,7 @@ class Request {
   mutable std::condition_variable done_;
   std::atomic<Code> code_{Code::kInProgress};  // written under mutex_, read without it
   std::string message_;
+  bool releasedInFlight_ = false;  // under mutex_
   std::shared_ptr<const OutputAllocator> allocator_;
   std::vector<OutputTensor> outputs_;
   std::vector<std::vector<int64_t>> receivedSplits_;

@@ -233,6 +233,32 @@ TEST_CASE("lifecycle: outputs from a user allocator belong to the user", "[lifec
   data = out.data;
   HCOLL_REQUIRE_OK(hcoll_request_free(req));
   userFree(&u, HCOLL_DEVICE_HOST, data);
+  {
+    std::lock_guard<std::mutex> lock(u.mutex);
+    REQUIRE(u.live.empty());
+  }
+  // A request freed while in flight: its outputs can never be handed out, so hcoll gives them
+  // back through `free`. Rank 1 submits only after rank 0 freed its request, so rank 0's
+  // allgather is surely still in flight when freed (a barrier may overtake named ops).
+  hcoll_request_t fence;
+  if (r == 0) HCOLL_REQUIRE_OK(hcoll_allgather(world(), "alloc.abandoned", &d, &req));
+  if (r == 0) HCOLL_REQUIRE_OK(hcoll_request_free(req));
+  HCOLL_REQUIRE_OK(hcoll_barrier(world(), &fence));
+  HCOLL_REQUIRE_OK(waitAndFree(fence));
+  if (r != 0) {  // the other ranks take their output as usual
+    HCOLL_REQUIRE_OK(hcoll_allgather(world(), "alloc.abandoned", &d, &req));
+    HCOLL_REQUIRE_OK(hcoll_wait(req, 30));
+    HCOLL_REQUIRE_OK(hcoll_request_output(req, 0, &out));
+    HCOLL_REQUIRE_OK(hcoll_request_free(req));
+    userFree(&u, HCOLL_DEVICE_HOST, out.data);
+  }
+  // Ops run in submission order: once this one is done, the abandoned allgather is done too.
+  REQUIRE(worldSum(1) == n);
+  {
+    std::lock_guard<std::mutex> lock(u.mutex);
+    INFO("allocs " << u.allocs << ", frees " << u.frees);
+    REQUIRE(u.live.empty());
+  }
   shutdownOk();
   // Default allocation again after a plain initialize.
   initOk();
