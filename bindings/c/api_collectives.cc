@@ -160,19 +160,6 @@ class Submission {
   }
 
   hcoll_status_t submit() {
-    if (op_->spec.device != kHostDevice) {
-      // Capture each caller stream now: the collective must see what was enqueued by now.
-      backends::DeviceBackend* backend = backends::deviceBackend();
-      for (size_t i = 0; i < op_->inputs.size(); ++i) {
-        backends::StreamMarkerPtr marker;
-        Status s = backend ? backend->mark(op_->inputs[i].device, op_->inputs[i].stream, &marker)
-                           : Status(Code::kUnsupported, "no device backend");
-        if (!s.isOk())
-          return toC(
-              Status(s.code(), std::string(function_) + ": " + memberName(i) + ": " + s.message()));
-        op_->markers.push_back(std::move(marker));
-      }
-    }
     auto request = rt_->newRequest();
     op_->request = request;
     Status s = comm_->submit(std::move(op_));

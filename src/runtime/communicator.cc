@@ -2,10 +2,33 @@
 
 #include <optional>
 
+#include "backends/device.h"
 #include "runtime/executor.h"
 #include "runtime/negotiator.h"
 
 namespace hcoll::runtime {
+namespace {
+
+// CUDA tensors: captures each caller stream as it is at submission, so that the collective sees
+// what the caller enqueued on it before the call.
+Status markCallerStreams(LocalOp& op) {
+  if (op.spec.device == kHostDevice) return Status::ok();
+  backends::DeviceBackend* backend = backends::deviceBackend();
+  if (backend == nullptr) return Status(Code::kUnsupported, "no device backend in this build");
+  op.markers.reserve(op.inputs.size());
+  for (size_t i = 0; i < op.inputs.size(); ++i) {
+    backends::StreamMarkerPtr marker;
+    Status s = backend->mark(op.inputs[i].device, op.inputs[i].stream, &marker);
+    if (!s.isOk()) {
+      const std::string member = op.inputs.size() > 1 ? "ins[" + std::to_string(i) + "]" : "in";
+      return Status(s.code(), member + ": " + s.message());
+    }
+    op.markers.push_back(std::move(marker));
+  }
+  return Status::ok();
+}
+
+}  // namespace
 
 Communicator::Communicator(std::unique_ptr<backends::Channel> channel, const Config& config,
                            Timeline* timeline, int timelineTrack)
@@ -24,6 +47,7 @@ Communicator::~Communicator() {
 }
 
 Status Communicator::submit(std::unique_ptr<LocalOp> op) {
+  HCOLL_RETURN_IF_ERROR(markCallerStreams(*op));
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!brokenReason_.empty()) {
