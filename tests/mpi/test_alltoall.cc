@@ -21,6 +21,20 @@ double a2aValue(hcoll_dtype_t t, int src, int64_t row, int64_t j) {
 // splits[src][dst] for one pattern; the sum may be less than the rows `src` sends (trailing rows).
 // Patterns 4-7 have dim0 = 0 on some or all ranks (an empty send), with NULL or explicit splits.
 constexpr int kPatterns = 8;
+// The completed alltoall's output, and its received splits (one per rank of an n-rank world).
+hcoll_tensor_t outputOf(hcoll_request_t req) {
+  hcoll_tensor_t out;
+  HCOLL_REQUIRE_OK(hcoll_request_output(req, 0, &out));
+  return out;
+}
+const int64_t* receivedSplitsOf(hcoll_request_t req, int n) {
+  const int64_t* recv = nullptr;
+  int count = 0;
+  HCOLL_REQUIRE_OK(hcoll_request_received_splits(req, 0, &recv, &count));
+  REQUIRE(count == n);
+  return recv;
+}
+
 int64_t splitOf(int pattern, int src, int dst, int n) {
   switch (pattern) {
     case 0: return 2;                                  // even
@@ -49,12 +63,8 @@ void check(hcoll_dtype_t t, int pattern, hcoll_request_t req, const std::vector<
   const int n = worldSize();
   int64_t rowElems = 1;
   for (int64_t d : rowShape) rowElems *= d;
-  hcoll_tensor_t out;
-  HCOLL_REQUIRE_OK(hcoll_request_output(req, 0, &out));
-  const int64_t* recv = nullptr;
-  int count = 0;
-  HCOLL_REQUIRE_OK(hcoll_request_received_splits(req, 0, &recv, &count));
-  REQUIRE(count == n);
+  const hcoll_tensor_t out = outputOf(req);
+  const int64_t* recv = receivedSplitsOf(req, n);
   int64_t total = 0;
   for (int src = 0; src < n; ++src) {
     REQUIRE(recv[src] == splitOf(pattern, src, r, n));
@@ -143,12 +153,8 @@ TEST_CASE("alltoall: an empty input submitted alone, on one rank and on every ra
     const int64_t* sp = which == 1 ? nullptr : splits.data();
     HCOLL_REQUIRE_OK(hcoll_alltoall(world(), name.c_str(), &d, sp, &req));
     HCOLL_REQUIRE_OK(hcoll_wait(req, 30));
-    hcoll_tensor_t out;
-    HCOLL_REQUIRE_OK(hcoll_request_output(req, 0, &out));
-    const int64_t* recv = nullptr;
-    int count = 0;
-    HCOLL_REQUIRE_OK(hcoll_request_received_splits(req, 0, &recv, &count));
-    REQUIRE(count == n);
+    const hcoll_tensor_t out = outputOf(req);
+    const int64_t* recv = receivedSplitsOf(req, n);
     REQUIRE(out.dtype == HCOLL_INT32);
     REQUIRE(out.ndim == 2);
     REQUIRE(out.shape[1] == 2);
@@ -177,8 +183,7 @@ TEST_CASE("alltoall: large even exchange", "[alltoall][large]") {
   hcoll_request_t req;
   HCOLL_REQUIRE_OK(hcoll_alltoall(world(), "a2a.large", &d, nullptr, &req));
   HCOLL_REQUIRE_OK(hcoll_wait(req, 30));
-  hcoll_tensor_t out;
-  HCOLL_REQUIRE_OK(hcoll_request_output(req, 0, &out));
+  const hcoll_tensor_t out = outputOf(req);
   REQUIRE(out.shape[0] == per * n);
   int64_t wrong = 0;
   for (int src = 0; src < n; ++src) {
