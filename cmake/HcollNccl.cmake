@@ -54,7 +54,8 @@ endif()
 # loads on a machine without a driver (cudart then reports no device).
 function(hcoll_add_nccl_backend target shared)
   target_sources(${target} PRIVATE ${HCOLL_NCCL_SOURCES})
-  target_include_directories(${target} SYSTEM PUBLIC ${HCOLL_CUDA_INCLUDE_DIR} ${HCOLL_NCCL_INCLUDE_DIR})
+  # NCCL's folder first: a toolkit folder may hold an nccl.h of another version than NCCL_ROOT's.
+  target_include_directories(${target} SYSTEM PUBLIC ${HCOLL_NCCL_INCLUDE_DIR} ${HCOLL_CUDA_INCLUDE_DIR})
   set(_libs ${HCOLL_NCCL_LIBRARY} ${HCOLL_CUDART_LIBRARY} ${HCOLL_NVRTC_LIBRARY})
   target_link_libraries(${target} INTERFACE ${_libs})
   target_link_libraries(${shared} PRIVATE ${_libs})

@@ -41,6 +41,7 @@ find "$BUNDLE" -name '*.a' -delete
 # Fortran and C++ MPI bindings and the mpicxx/mpif* wrappers: hcoll uses MPI's C API only.
 rm -f "$U/lib/$ARCH"/libmpichfort.so* "$U/lib/$ARCH"/libmpichcxx.so* \
       "$U/include/$ARCH/mpich"/*.mod "$U/include/$ARCH/mpich"/mpif.h
+rm -rf "$U/lib/$ARCH/fortran"
 find "$U/bin" -name 'mpif*' -delete
 find "$U/bin" -name 'mpicxx*' -delete -o -name 'mpic++*' -delete
 # libudev1 and libslurm38 ship their libraries under /lib (usrmerge): one library folder is
