@@ -105,7 +105,7 @@ EOF
   ldd "$U/bin/hydra_pmi_proxy" "$U/lib/$ARCH/libmpich.so.12" | grep -E 'not found|=>' | sort -u |
     grep -v -E '/(lib|lib64|usr/lib)/x86_64-linux-gnu/lib(c|m|dl|rt|pthread|resolv)\.so' | sed 's/^/  /'
 
-  OUT="$B/logs" tests/gpu/run.sh
+  OUT="$B/logs" bash tests/gpu/run.sh
   local rc=$?
   if [ -f "$B/libhcoll.so.0" ]; then
     echo "== ldd libhcoll.so.0 (MPI, spdlog, NCCL, CUDA):"

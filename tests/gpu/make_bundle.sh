@@ -37,7 +37,8 @@ done
 U=$BUNDLE/usr
 rm -rf "$U/share/doc" "$U/share/man" "$U/share/lintian" "$U/share/doc-base" "$U/share/bug" \
        "$BUNDLE/etc/systemd" "$BUNDLE/lib/systemd" "$U/lib/systemd"
-find "$BUNDLE" -name '*.a' -delete
+# Static archives, except Catch2's (its CMake targets name them: configuring fails without them).
+find "$BUNDLE" -name '*.a' ! -name 'libCatch2*' -delete
 # Fortran and C++ MPI bindings and the mpicxx/mpif* wrappers: hcoll uses MPI's C API only.
 rm -f "$U/lib/$ARCH"/libmpichfort.so* "$U/lib/$ARCH"/libmpichcxx.so* \
       "$U/include/$ARCH/mpich"/*.mod "$U/include/$ARCH/mpich"/mpif.h

@@ -87,6 +87,7 @@ check "configure used NCCL_ROOT's libnccl.so.2" 'grep -q "NCCL backend ON ($R/si
 check "configure used the bundle's MPICH" 'grep -q "hcoll: MPI = mpich ($BU/" $R/out/configure.log'
 resolved() {  # file: every MPI/spdlog/fmt/hwloc/UCX/NCCL library resolves where it should
   local bad
+  [ -e "$1" ] || { echo "  $1: missing"; return 1; }
   bad=$(ldd "$1" | grep -E 'not found|(mpich|spdlog|fmt|hwloc|uc[mpst]|slurm|numa|udev).*=> /(usr/)?lib/' || true)
   bad+=$(ldd "$1" | grep nccl | grep -v "$R/site/nvidia/nccl/lib" || true)
   [ -z "$bad" ] || { echo "  $1:"; echo "$bad" | sed 's/^/    /'; return 1; }
