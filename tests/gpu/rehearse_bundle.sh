@@ -13,8 +13,8 @@
 #   - the bundle's mpiexec.mpich runs 2-rank CPU tests (smoke.np2, gpu_2 through CTest);
 #   - the Python step runs (a throwaway tests/python/test_rehearsal_cuda.py in the copy).
 # Usage: tests/gpu/rehearse_bundle.sh [WORKDIR]  (default /tmp/hcoll-gpu-rehearsal; needs the
-# bundle: tests/gpu/make_bundle.sh). JOBS and DEADLINE_S pass through (defaults 2 and 3000: this
-# machine is slow, the device is not).
+# bundle: tests/gpu/make_bundle.sh). JOBS, DEADLINE_S and BUILD_TIMEOUT_S pass through (defaults
+# 2, 3000 and 2400: this machine is slow, the device is not).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SRC=$PWD
@@ -73,7 +73,8 @@ echo "#include <spdlog/spdlog.h>" | c++ -x c++ -fsyntax-only - 2>/dev/null &&
 cd "$R/repo"
 fails=0
 check() { if eval "$2"; then echo "PASS    $1"; else echo "FAIL    $1"; fails=1; fi; }
-export PYTHON=/usr/bin/python3 PYTHONPATH=$R/site JOBS=${JOBS:-2} DEADLINE_S=${DEADLINE_S:-3000}
+export PYTHON=/usr/bin/python3 PYTHONPATH=$R/site JOBS=${JOBS:-2} DEADLINE_S=${DEADLINE_S:-3000} \
+       BUILD_TIMEOUT_S=${BUILD_TIMEOUT_S:-2400}
 OUT=$R/out tests/gpu/device_check.sh && rc=0 || rc=$?
 B=$R/repo/build-gpu
 BU=$R/repo/.gpu-bundle

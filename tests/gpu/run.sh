@@ -16,7 +16,7 @@
 # (default nproc), OUT (logs and JSON, default $BUILD), CUDA_HOME (default /usr/local/cuda),
 # NCCL_ROOT (NCCL's include/ + lib/ if not under CUDA_HOME), CMAKE_PREFIX_PATH (spdlog, Catch2),
 # CMAKE_ARGS (more configure arguments), PYTHON (default python3), BENCH_MAX_BYTES (default 1 GiB),
-# DEADLINE_S. Exits non-zero if a step failed; SKIPPED steps say why.
+# DEADLINE_S, BUILD_TIMEOUT_S (default 300). Exits non-zero if a step failed; SKIPPED steps say why.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build-gpu}
@@ -116,7 +116,7 @@ if ! cmake -S . -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DHCOLL
   record "FAIL    configure (log: $OUT/configure.log)"; summary; exit 2
 fi
 grep -E 'hcoll: (MPI|NCCL)' "$OUT/configure.log"
-t=$(allot 300)
+t=$(allot "${BUILD_TIMEOUT_S:-300}")
 if [ "$t" = 0 ] || ! timeout "$t" cmake --build "$BUILD" -j"$JOBS" \
      --target hcoll hcoll-unit-tests hcoll-test-gpu hcoll-bench-gpu >"$OUT/build.log" 2>&1; then
   grep -E 'error|Error' "$OUT/build.log" | head -30
