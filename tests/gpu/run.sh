@@ -6,8 +6,9 @@
 #   2. the GPU tests (tests/gpu: every NCCL dtype x op, caller streams, default stream, groups over
 #      two streams, device fusion buffers, scale kernels) with 1 rank, and with 2 ranks only when
 #      there are >= 2 GPUs (NCCL refuses two ranks of one communicator on one GPU)
-#   3. the GPU bench (hcoll vs raw NCCL on the same buffers, nccl-tests table + JSON) with 1 rank
-#      up to BENCH_MAX_BYTES, and with 2 processes only when there are >= 2 GPUs
+#   3. the GPU bench (hcoll vs raw NCCL on the same buffers: allreduce, allgather, broadcast,
+#      reducescatter; nccl-tests table + JSON) with 1 rank up to BENCH_MAX_BYTES, and with 2
+#      processes only when there are >= 2 GPUs
 #   4. the Python binding's torch CUDA tests (tests/python/*cuda*.py) with 1 rank, if any exist
 # and ends with a PASS / FAIL / SKIPPED line per step. On a machine without MPI, spdlog or Catch2,
 # tests/gpu/device_check.sh sets up the bundle of tests/gpu/make_bundle.sh and calls this.
@@ -16,7 +17,8 @@
 # (default nproc), OUT (logs and JSON, default $BUILD), CUDA_HOME (default /usr/local/cuda),
 # NCCL_ROOT (NCCL's include/ + lib/ if not under CUDA_HOME), CMAKE_PREFIX_PATH (spdlog, Catch2),
 # CMAKE_ARGS (more configure arguments), PYTHON (default python3), BENCH_MAX_BYTES (default 1 GiB),
-# DEADLINE_S, BUILD_TIMEOUT_S (default 300). Exits non-zero if a step failed; SKIPPED steps say why.
+# DEADLINE_S, BUILD_TIMEOUT_S (default 300). Exits non-zero if a step failed; SKIPPED steps say
+# why.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build-gpu}
