@@ -80,16 +80,20 @@ B=$R/repo/build-gpu
 BU=$R/repo/.gpu-bundle
 export LD_LIBRARY_PATH=$BU/usr/lib/x86_64-linux-gnu:$R/site/nvidia/nccl/lib:/usr/local/cuda/lib64
 echo "== rehearsal checks"
+LOG=$R/out/device_check.log
 check "device_check.sh exit 0 (got $rc)" '[ $rc = 0 ]'
-check "no FAIL line in the summary" '! grep -q "^  FAIL" $R/out/device_check.log'
-check "GPU tests 1 rank SKIPPED (no GPU)" 'grep -q "SKIPPED GPU tests, 1 rank: no GPU" $R/out/device_check.log'
-check "Python step ran (SKIPPED: no GPU)" 'grep -q "SKIPPED Python test_rehearsal_cuda" $R/out/device_check.log'
-check "configure used NCCL_ROOT's libnccl.so.2" 'grep -q "NCCL backend ON ($R/site/nvidia/nccl/lib/libnccl.so.2" $R/out/configure.log'
+check "no FAIL line in the summary" '! grep -q "^  FAIL" $LOG'
+check "device unit tests PASS without a GPU" 'grep -q "^  PASS    unit tests" $LOG'
+check "GPU tests 1 rank SKIPPED (no GPU)" 'grep -q "SKIPPED GPU tests, 1 rank: no GPU" $LOG'
+check "Python step ran (SKIPPED: no GPU)" 'grep -q "SKIPPED Python test_rehearsal_cuda" $LOG'
+check "configure used NCCL_ROOT's libnccl.so.2" \
+  'grep -q "NCCL backend ON ($R/site/nvidia/nccl/lib/libnccl.so.2" $R/out/configure.log'
 check "configure used the bundle's MPICH" 'grep -q "hcoll: MPI = mpich ($BU/" $R/out/configure.log'
+SOS='(mpich|spdlog|fmt|hwloc|uc[mpst]|slurm|numa|udev)'
 resolved() {  # file: every MPI/spdlog/fmt/hwloc/UCX/NCCL library resolves where it should
   local bad
   [ -e "$1" ] || { echo "  $1: missing"; return 1; }
-  bad=$(ldd "$1" | grep -E 'not found|(mpich|spdlog|fmt|hwloc|uc[mpst]|slurm|numa|udev).*=> /(usr/)?lib/' || true)
+  bad=$(ldd "$1" | grep -E "not found|$SOS.*=> /(usr/)?lib/" || true)
   bad+=$(ldd "$1" | grep nccl | grep -v "$R/site/nvidia/nccl/lib" || true)
   [ -z "$bad" ] || { echo "  $1:"; echo "$bad" | sed 's/^/    /'; return 1; }
 }
@@ -99,10 +103,16 @@ for f in "$B/libhcoll.so.0" "$B/tests/hcoll-test-gpu" "$B/tests/hcoll-bench-gpu"
 done
 ldd "$B/libhcoll.so.0" | grep -E 'mpich|spdlog|fmt|nccl|hwloc|ucp' | sed 's/^/  /'
 export PATH=$BU/usr/bin:$PATH HYDRA_LAUNCHER=fork
+check "the GPU bench says SKIPPED and exits 0 without a GPU" \
+  'mpiexec.mpich -n 1 "$B/tests/hcoll-bench-gpu" --max-bytes 65536 --ops allgather | grep -q SKIPPED'
+check "the GPU bench refuses an unknown --ops name" \
+  '! mpiexec.mpich -n 1 "$B/tests/hcoll-bench-gpu" --ops allreduce,bogus 2>/dev/null'
 cmake --build "$B" -j"$JOBS" --target hcoll-test-smoke >/dev/null
 check "2-rank CPU tests through the bundle's mpiexec.mpich (ctest smoke.np2, gpu_2)" \
-  'ctest --test-dir "$B" -R "^(smoke.np2|gpu_2)$" --output-on-failure | tee $R/out/ctest.log | tail -5; grep -q "100% tests passed, 0 tests failed out of 2" $R/out/ctest.log'
-grep -q "$BU/usr/bin/mpiexec.mpich" "$B/CTestTestfile.cmake" "$B"/tests/CTestTestfile.cmake 2>/dev/null &&
-  echo "  (CTest launches $BU/usr/bin/mpiexec.mpich)"
-echo "== bundle $(du -sh "$BU" | cut -f1); tree sent: $(cd "$R/repo" && git ls-files -co --exclude-standard -z | du -cb --files0-from=- | tail -1 | cut -f1) bytes"
+  'ctest --test-dir "$B" -R "^(smoke.np2|gpu_2)$" --output-on-failure >$R/out/ctest.log;
+   grep -q "100% tests passed, 0 tests failed out of 2" $R/out/ctest.log'
+grep -h -o "$BU/usr/bin/mpiexec.mpich\" \"-n\" \"2\"" "$B"/tests/CTestTestfile.cmake | sort -u |
+  sed 's/^/  (CTest runs: /; s/$/ ...)/'
+sent=$(cd "$R/repo" && git ls-files -co --exclude-standard -z | du -cb --files0-from=- | tail -1)
+echo "== bundle $(du -sh "$BU" | cut -f1); tree sent besides it: ${sent%%[[:space:]]*} bytes"
 [ $fails = 0 ] && echo "REHEARSAL: PASS" || { echo "REHEARSAL: FAIL"; exit 1; }
