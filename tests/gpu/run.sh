@@ -99,6 +99,10 @@ elif command -v nvidia-smi >/dev/null; then
 else
   GPUS=0
 fi
+if [ "$GPUS" = 0 ]; then  # no nvidia-smi on the PATH: ask torch, if there is one
+  GPUS=$("$PYTHON" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null | tail -1)
+  [[ $GPUS =~ ^[0-9]+$ ]] || GPUS=0
+fi
 note "$GPUS GPU(s) visible; MPI = $HCOLL_MPI (${MPIEXEC[0]}); build in $BUILD with -j$JOBS"
 if command -v nvidia-smi >/dev/null; then
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>/dev/null
