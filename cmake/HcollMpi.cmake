@@ -1,13 +1,15 @@
 # Finds the MPI chosen with HCOLL_MPI through its own wrapper compiler and launcher. Debian's
 # mpicc/mpiexec alternatives silently switch when python3-mpi4py pulls in Open MPI, so they are
-# never used.
+# never used. HCOLL_MPI_BINDIR is where those two live: /usr/bin, or a relocated MPICH such as the
+# GPU bundle's (tests/gpu/make_bundle.sh) on a machine that has no MPI installed.
+set(HCOLL_MPI_BINDIR /usr/bin CACHE PATH "Folder holding the chosen MPI's mpicc.<mpi> and mpiexec.<mpi>")
 if(HCOLL_MPI STREQUAL "mpich")
-  set(_hcoll_mpicc /usr/bin/mpicc.mpich)
-  set(_hcoll_mpiexec /usr/bin/mpiexec.mpich)
+  set(_hcoll_mpicc ${HCOLL_MPI_BINDIR}/mpicc.mpich)
+  set(_hcoll_mpiexec ${HCOLL_MPI_BINDIR}/mpiexec.mpich)
   set(_hcoll_mpiexec_preflags "")
 elseif(HCOLL_MPI STREQUAL "openmpi")
-  set(_hcoll_mpicc /usr/bin/mpicc.openmpi)
-  set(_hcoll_mpiexec /usr/bin/mpiexec.openmpi)
+  set(_hcoll_mpicc ${HCOLL_MPI_BINDIR}/mpicc.openmpi)
+  set(_hcoll_mpiexec ${HCOLL_MPI_BINDIR}/mpiexec.openmpi)
   # Open MPI refuses to run as root (CI does) and to start more ranks than cores without these.
   set(_hcoll_mpiexec_preflags "--allow-run-as-root;--oversubscribe")
 else()

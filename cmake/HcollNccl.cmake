@@ -1,5 +1,9 @@
 # Looks for CUDA and NCCL under CUDA_HOME or /usr/local/cuda. HCOLL_WITH_NCCL=AUTO builds the NCCL
 # backend when both are found, ON requires them, OFF skips the search.
+# NCCL_ROOT (a CMake or environment variable) names NCCL's own root instead, holding include/nccl.h
+# and lib/libnccl.so[.2]: e.g. the pip package nvidia-nccl-cu13's <site-packages>/nvidia/nccl, which
+# ships only the versioned libnccl.so.2. When it is set, NCCL is looked for there and nowhere else.
+# Versioned library names are accepted for the same reason (CUDA_HOME may be pip's nvidia/cu13).
 set(HCOLL_NCCL_ENABLED 0)
 # The backend's sources (kernels are compiled at run time with NVRTC: no CUDA compiler needed).
 set(HCOLL_NCCL_SOURCES
@@ -14,10 +18,25 @@ set(HCOLL_NCCL_SOURCES
 if(NOT HCOLL_WITH_NCCL STREQUAL "OFF")
   set(_hcoll_cuda_roots "$ENV{CUDA_HOME}" /usr/local/cuda)
   find_path(HCOLL_CUDA_INCLUDE_DIR cuda_runtime_api.h HINTS ${_hcoll_cuda_roots} PATH_SUFFIXES include)
-  find_path(HCOLL_NCCL_INCLUDE_DIR nccl.h HINTS ${_hcoll_cuda_roots} PATH_SUFFIXES include)
-  find_library(HCOLL_CUDART_LIBRARY cudart HINTS ${_hcoll_cuda_roots} PATH_SUFFIXES lib64 lib)
-  find_library(HCOLL_NCCL_LIBRARY nccl HINTS ${_hcoll_cuda_roots} PATH_SUFFIXES lib64 lib)
-  find_library(HCOLL_NVRTC_LIBRARY nvrtc HINTS ${_hcoll_cuda_roots} PATH_SUFFIXES lib64 lib)
+  find_library(HCOLL_CUDART_LIBRARY NAMES cudart libcudart.so.13 libcudart.so.12
+               HINTS ${_hcoll_cuda_roots} PATH_SUFFIXES lib64 lib)
+  find_library(HCOLL_NVRTC_LIBRARY NAMES nvrtc libnvrtc.so.13 libnvrtc.so.12
+               HINTS ${_hcoll_cuda_roots} PATH_SUFFIXES lib64 lib)
+  if(NOT DEFINED NCCL_ROOT AND DEFINED ENV{NCCL_ROOT})
+    set(NCCL_ROOT "$ENV{NCCL_ROOT}")
+  endif()
+  if(NCCL_ROOT)
+    find_path(HCOLL_NCCL_INCLUDE_DIR nccl.h PATHS ${NCCL_ROOT} PATH_SUFFIXES include NO_DEFAULT_PATH)
+    find_library(HCOLL_NCCL_LIBRARY NAMES nccl libnccl.so.2 PATHS ${NCCL_ROOT}
+                 PATH_SUFFIXES lib lib64 NO_DEFAULT_PATH)
+    if(NOT HCOLL_NCCL_INCLUDE_DIR OR NOT HCOLL_NCCL_LIBRARY)
+      message(FATAL_ERROR "NCCL_ROOT=${NCCL_ROOT} lacks include/nccl.h or lib/libnccl.so[.2]")
+    endif()
+  else()
+    find_path(HCOLL_NCCL_INCLUDE_DIR nccl.h HINTS ${_hcoll_cuda_roots} PATH_SUFFIXES include)
+    find_library(HCOLL_NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${_hcoll_cuda_roots}
+                 PATH_SUFFIXES lib64 lib)
+  endif()
   if(HCOLL_CUDA_INCLUDE_DIR AND HCOLL_NCCL_INCLUDE_DIR AND HCOLL_CUDART_LIBRARY AND HCOLL_NCCL_LIBRARY
      AND HCOLL_NVRTC_LIBRARY AND HCOLL_NCCL_SOURCES)
     set(HCOLL_NCCL_ENABLED 1)
@@ -35,7 +54,8 @@ endif()
 # loads on a machine without a driver (cudart then reports no device).
 function(hcoll_add_nccl_backend target shared)
   target_sources(${target} PRIVATE ${HCOLL_NCCL_SOURCES})
-  target_include_directories(${target} SYSTEM PUBLIC ${HCOLL_CUDA_INCLUDE_DIR} ${HCOLL_NCCL_INCLUDE_DIR})
+  # NCCL's folder first: a toolkit folder may hold an nccl.h of another version than NCCL_ROOT's.
+  target_include_directories(${target} SYSTEM PUBLIC ${HCOLL_NCCL_INCLUDE_DIR} ${HCOLL_CUDA_INCLUDE_DIR})
   set(_libs ${HCOLL_NCCL_LIBRARY} ${HCOLL_CUDART_LIBRARY} ${HCOLL_NVRTC_LIBRARY})
   target_link_libraries(${target} INTERFACE ${_libs})
   target_link_libraries(${shared} PRIVATE ${_libs})

@@ -1,11 +1,15 @@
-// GPU allreduce benchmark, nccl-tests style: float32 SUM out of place, 4 KiB .. --max-bytes
-// (256 MiB), through hcoll's NCCL backend and, as the baseline, raw NCCL on the same buffers,
-// stream and device in the same run. Each rank uses GPU (local rank); with fewer GPUs than
-// ranks on a node it prints SKIPPED and exits 0 (NCCL refuses two ranks on one GPU).
-//   hcoll-bench-gpu [--max-bytes N] [--iters N] [--json FILE]
-// hcoll's time is per operation, submitted and waited for (its completion is device
-// completion); NCCL's is nccl-tests' (iterations enqueued back to back, timed with events).
-// #wrong counts elements that differ from the exact sum (small integers).
+// GPU collective benchmark, nccl-tests style: float32 allreduce (sum), allgather, broadcast (root
+// 0) and reducescatter (sum), out of place for NCCL, 4 KiB .. --max-bytes (default 1 GiB),
+// through hcoll's NCCL backend and, as the baseline, raw NCCL on the same buffers, stream and
+// device in the same run. Each rank uses GPU (local rank); with fewer GPUs than ranks on a node it
+// prints SKIPPED and exits 0 (NCCL refuses two ranks on one GPU).
+//   hcoll-bench-gpu [--max-bytes N] [--iters N] [--ops allreduce,allgather,...] [--json FILE]
+// "size" is nccl-tests' (allreduce/broadcast: the buffer; allgather: the gathered output;
+// reducescatter: the input), algbw = size / time and busbw = algbw * (n-1)/n, times 2 for
+// allreduce, times 1 for broadcast. hcoll's time is per operation, submitted and waited for (its
+// completion is device completion; allgather and reducescatter include the runtime-owned output
+// hcoll hands back); NCCL's is nccl-tests' (iterations enqueued back to back, timed with events).
+// #wrong counts elements that differ from the exact result (small integers).
 
 #include <cuda_runtime_api.h>
 #include <mpi.h>
@@ -23,9 +27,13 @@
 
 namespace {
 
+enum class Op { kAllreduce, kAllgather, kBroadcast, kReducescatter };
+const char* const kOpNames[] = {"allreduce", "allgather", "broadcast", "reducescatter"};
+
 struct Options {
-  size_t maxBytes = size_t{256} << 20;
+  size_t maxBytes = size_t{1} << 30;
   int iters = 20;
+  std::vector<Op> ops{Op::kAllreduce, Op::kAllgather, Op::kBroadcast, Op::kReducescatter};
   std::string json;
 };
 
@@ -36,9 +44,22 @@ struct Result {
 };
 
 struct Row {
+  Op op;
   size_t bytes;
   Result hcoll, nccl;
 };
+
+// nccl-tests' bus bandwidth factor.
+double busFactor(Op op, int n) {
+  switch (op) {
+    case Op::kAllreduce:
+      return 2.0 * (n - 1) / n;
+    case Op::kBroadcast:
+      return 1.0;
+    default:
+      return static_cast<double>(n - 1) / n;
+  }
+}
 
 #define CHECK_CUDA(expr)                                                                          \
   do {                                                                                            \
@@ -62,14 +83,29 @@ float inputValue(size_t i, int rank) {
   return static_cast<float>(i % 13 + rank);
 }
 
-// Elements of `out` (count floats) that are not the exact sum over `size` ranks.
-long countWrong(const void* out, size_t count, int size) {
-  std::vector<float> host(count);
-  CHECK_CUDA(cudaMemcpy(host.data(), out, count * 4, cudaMemcpyDeviceToHost));
+// The exact result of `op` at element i of this rank's output: inputs are inputValue(j, r).
+float expected(Op op, size_t i, int rank, int size, size_t outCount) {
   const float rankSum = static_cast<float>(size * (size - 1) / 2);
+  switch (op) {
+    case Op::kAllreduce:
+      return static_cast<float>(i % 13) * size + rankSum;
+    case Op::kAllgather:
+      return inputValue(i % (outCount / size), static_cast<int>(i / (outCount / size)));
+    case Op::kBroadcast:
+      return inputValue(i, 0);
+    case Op::kReducescatter:
+      return static_cast<float>((rank * outCount + i) % 13) * size + rankSum;
+  }
+  return 0;
+}
+
+// Elements of `out` (count floats, on the device) that are not the exact result.
+long countWrong(Op op, const void* out, size_t count, int rank, int size) {
+  std::vector<float> host(count);
+  CHECK_CUDA(cudaMemcpy(host.data(), out, count * 4, cudaMemcpyDefault));
   long wrong = 0;
   for (size_t i = 0; i < count; ++i) {
-    if (host[i] != static_cast<float>(i % 13) * size + rankSum) ++wrong;
+    if (host[i] != expected(op, i, rank, size, count)) ++wrong;
   }
   return wrong;
 }
@@ -84,33 +120,62 @@ Options parse(int argc, char** argv) {
       o.iters = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--json" && i + 1 < argc) {
       o.json = argv[++i];
+    } else if (a == "--ops" && i + 1 < argc) {
+      o.ops.clear();
+      std::string list = argv[++i];
+      for (size_t start = 0; start <= list.size();) {
+        const size_t end = std::min(list.find(',', start), list.size());
+        const std::string name = list.substr(start, end - start);
+        bool known = false;
+        for (int k = 0; k < 4; ++k) {
+          if (name == kOpNames[k]) {
+            o.ops.push_back(static_cast<Op>(k));
+            known = true;
+          }
+        }
+        if (!known) {
+          std::fprintf(stderr, "unknown op '%s'\n", name.c_str());
+          std::exit(2);
+        }
+        start = end + 1;
+      }
     } else {
-      std::fprintf(stderr, "usage: %s [--max-bytes N] [--iters N] [--json FILE]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--max-bytes N] [--iters N] [--ops allreduce,allgather,broadcast,"
+                   "reducescatter] [--json FILE]\n",
+                   argv[0]);
       std::exit(2);
     }
   }
   return o;
 }
 
-void writeJson(const std::string& path, int size, int devices, const std::vector<Row>& rows) {
+// Records in bench/plot.py's "sweep" section: one line per implementation (hcoll, nccl).
+void writeJson(const std::string& path, int size, int devices, const std::string& gpu,
+               int ncclVersion, const std::vector<Row>& rows) {
   FILE* f = std::fopen(path.c_str(), "w");
   if (f == nullptr) {
     std::fprintf(stderr, "cannot write %s\n", path.c_str());
     return;
   }
-  std::fprintf(f, "{\n \"ranks\": %d,\n \"devices\": %d,\n \"records\": [", size, devices);
-  const double busFactor = 2.0 * (size - 1) / size;
+  std::fprintf(f,
+               "{\n \"bench\": \"hcoll-bench-gpu\",\n \"ranks\": %d,\n \"devices\": %d,\n"
+               " \"gpu\": \"%s\",\n \"nccl_version\": %d,\n \"records\": [",
+               size, devices, gpu.c_str(), ncclVersion);
   for (size_t k = 0; k < rows.size(); ++k) {
     const Row& r = rows[k];
+    const double bf = busFactor(r.op, size);
     const double ha = r.bytes / r.hcoll.timeUs / 1e3, na = r.bytes / r.nccl.timeUs / 1e3;
     std::fprintf(f,
-                 "%s\n  {\"name\": \"allreduce\", \"section\": \"gpu\", \"type\": \"float\", "
-                 "\"redop\": \"sum\", \"size\": %zu, \"count\": %zu, "
+                 "%s\n  {\"name\": \"%s\", \"section\": \"sweep\", \"device\": \"gpu\", "
+                 "\"type\": \"float\", \"redop\": \"%s\", \"size\": %zu, \"count\": %zu, "
                  "\"hcoll_time_us\": %.3f, \"hcoll_algbw\": %.4f, \"hcoll_busbw\": %.4f, "
                  "\"nccl_time_us\": %.3f, \"nccl_algbw\": %.4f, \"nccl_busbw\": %.4f, "
-                 "\"ratio\": %.4f, \"wrong\": %ld}",
-                 k == 0 ? "" : ",", r.bytes, r.bytes / 4, r.hcoll.timeUs, ha, ha * busFactor,
-                 r.nccl.timeUs, na, na * busFactor, r.hcoll.timeUs / r.nccl.timeUs,
+                 "\"ratio\": %.4f, \"hcoll_failed\": %s, \"wrong\": %ld}",
+                 k == 0 ? "" : ",", kOpNames[static_cast<int>(r.op)],
+                 r.op == Op::kAllreduce || r.op == Op::kReducescatter ? "sum" : "none", r.bytes,
+                 r.bytes / 4, r.hcoll.timeUs, ha, ha * bf, r.nccl.timeUs, na, na * bf,
+                 r.hcoll.timeUs / r.nccl.timeUs, r.hcoll.failed ? "true" : "false",
                  r.hcoll.wrong + r.nccl.wrong);
   }
   std::fprintf(f, "\n ]\n}\n");
@@ -168,95 +233,151 @@ int main(int argc, char** argv) {
   cudaEvent_t start, stop;
   CHECK_CUDA(cudaEventCreate(&start));
   CHECK_CUDA(cudaEventCreate(&stop));
+  char gpuName[256] = "?";
+  cudaDeviceProp prop;
+  if (cudaGetDeviceProperties(&prop, device) == cudaSuccess)
+    std::snprintf(gpuName, sizeof gpuName, "%s", prop.name);
+  int ncclVersion = 0;
+  ncclGetVersion(&ncclVersion);
   if (rank == 0) {
-    char name[256] = "?";
-    cudaDeviceProp prop;
-    if (cudaGetDeviceProperties(&prop, device) == cudaSuccess)
-      std::snprintf(name, sizeof name, "%s", prop.name);
-    int nv = 0;
-    ncclGetVersion(&nv);
     std::printf(
-        "# hcoll allreduce on CUDA tensors vs raw NCCL %d, same buffers: %d rank(s), %d GPU(s) "
-        "visible, rank 0 on %s\n",
-        nv, size, devices, name);
-    std::printf("# out of place, float32 sum; time per operation; busbw = algbw * 2(n-1)/n\n");
-    std::printf("# %10s %12s %6s %6s | %10s %9s %9s %7s | %10s %9s %9s %7s | %6s\n", "", "", "", "",
-                "hcoll", "", "", "", "nccl", "", "", "", "");
-    std::printf("# %10s %12s %6s %6s | %10s %9s %9s %7s | %10s %9s %9s %7s | %6s\n", "size",
-                "count", "type", "redop", "time(us)", "algbw", "busbw", "#wrong", "time(us)",
-                "algbw", "busbw", "#wrong", "ratio");
+        "# hcoll on CUDA tensors vs raw NCCL %d, same buffers: %d rank(s), %d GPU(s) visible, "
+        "rank 0 on %s\n",
+        ncclVersion, size, devices, gpuName);
+    std::printf("# float32; time per operation; algbw = size / time, busbw as nccl-tests\n");
   }
   std::vector<Row> rows;
   int failures = 0;
-  for (size_t bytes = 4096; bytes <= opt.maxBytes; bytes *= 4) {
-    const size_t count = bytes / 4;
-    const int iters = bytes >= (size_t{64} << 20) ? std::max(2, opt.iters / 4) : opt.iters;
-    Row row{bytes, {}, {}};
-
-    // Raw NCCL: two warm-up iterations, then `iters` back to back.
-    CHECK_CUDA(cudaMemsetAsync(out, 0, bytes, stream));
-    for (int w = 0; w < 2; ++w)
-      CHECK_NCCL(ncclAllReduce(in, out, count, ncclFloat32, ncclSum, comm, stream));
-    CHECK_CUDA(cudaStreamSynchronize(stream));
-    MPI_Barrier(MPI_COMM_WORLD);
-    CHECK_CUDA(cudaEventRecord(start, stream));
-    for (int it = 0; it < iters; ++it) {
-      CHECK_NCCL(ncclAllReduce(in, out, count, ncclFloat32, ncclSum, comm, stream));
-    }
-    CHECK_CUDA(cudaEventRecord(stop, stream));
-    CHECK_CUDA(cudaEventSynchronize(stop));
-    float ms = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
-    row.nccl.timeUs = ms * 1e3 / iters;
-    row.nccl.wrong = countWrong(out, count, size);
-
-    // hcoll: the same buffers and stream; every operation waited for.
-    CHECK_CUDA(cudaMemsetAsync(out, 0, bytes, stream));
-    CHECK_CUDA(cudaStreamSynchronize(stream));
-    int64_t shape[1] = {static_cast<int64_t>(count)};
-    hcoll_tensor_t ti{in, HCOLL_FLOAT32, 1, shape, device, stream};
-    hcoll_tensor_t to{out, HCOLL_FLOAT32, 1, shape, device, stream};
-    double seconds = 0;
-    for (int it = -2; it < iters && !row.hcoll.failed; ++it) {  // two warm-up iterations
-      if (it == 0) MPI_Barrier(MPI_COMM_WORLD);
-      const auto t0 = std::chrono::steady_clock::now();
-      hcoll_request_t req;
-      if (hcoll_allreduce(world, nullptr, &ti, &to, HCOLL_SUM, 1.0, 1.0, &req) != HCOLL_SUCCESS ||
-          hcoll_wait(req, 60.0) != HCOLL_SUCCESS) {
-        std::fprintf(stderr, "rank %d: hcoll allreduce of %zu bytes: %s\n", rank, bytes,
-                     hcoll_last_error());
-        row.hcoll.failed = true;
-        ++failures;
-        break;
-      }
-      hcoll_request_free(req);
-      if (it >= 0)
-        seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    }
-    row.hcoll.timeUs = seconds / iters * 1e6;
-    row.hcoll.wrong = row.hcoll.failed ? static_cast<long>(count) : countWrong(out, count, size);
-    // Rank 0 prints the slowest rank's times and every rank's wrong elements.
-    double times[2] = {row.hcoll.timeUs, row.nccl.timeUs};
-    long wrong[2] = {row.hcoll.wrong, row.nccl.wrong};
-    MPI_Allreduce(MPI_IN_PLACE, times, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    MPI_Allreduce(MPI_IN_PLACE, wrong, 2, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-    row.hcoll.timeUs = times[0];
-    row.nccl.timeUs = times[1];
-    row.hcoll.wrong = wrong[0];
-    row.nccl.wrong = wrong[1];
-    if (wrong[0] + wrong[1] != 0) ++failures;
-    rows.push_back(row);
+  for (const Op op : opt.ops) {
+    const char* opName = kOpNames[static_cast<int>(op)];
     if (rank == 0) {
-      const double f = 2.0 * (size - 1) / size;
-      const double ha = bytes / times[0] / 1e3, na = bytes / times[1] / 1e3;  // GB/s
-      std::printf(
-          "  %10zu %12zu %6s %6s | %10.1f %9.2f %9.2f %7ld | %10.1f %9.2f %9.2f %7ld | %6.2f\n",
-          bytes, count, "float", "sum", times[0], ha, ha * f, wrong[0], times[1], na, na * f,
-          wrong[1], times[0] / times[1]);
-      std::fflush(stdout);
+      std::printf("# %-13s %10s %12s | %10s %9s %9s %7s | %10s %9s %9s %7s | %6s\n", opName, "", "",
+                  "hcoll", "", "", "", "nccl", "", "", "", "");
+      std::printf("# %-13s %10s %12s | %10s %9s %9s %7s | %10s %9s %9s %7s | %6s\n", "", "size",
+                  "count", "time(us)", "algbw", "busbw", "#wrong", "time(us)", "algbw", "busbw",
+                  "#wrong", "ratio");
+    }
+    for (size_t bytes = 4096; bytes <= opt.maxBytes; bytes *= 4) {
+      const size_t count = bytes / 4;  // elements of nccl-tests' "size"
+      if (count % size != 0) continue;
+      const size_t part = count / size;  // one rank's share (allgather input, reducescatter output)
+      const size_t outCount = op == Op::kReducescatter ? part : count;
+      const int iters = bytes >= (size_t{64} << 20) ? std::max(2, opt.iters / 4) : opt.iters;
+      Row row{op, bytes, {}, {}};
+      auto ncclOnce = [&]() -> ncclResult_t {
+        switch (op) {
+          case Op::kAllreduce:
+            return ncclAllReduce(in, out, count, ncclFloat32, ncclSum, comm, stream);
+          case Op::kAllgather:
+            return ncclAllGather(in, out, part, ncclFloat32, comm, stream);
+          case Op::kBroadcast:
+            return ncclBroadcast(in, out, count, ncclFloat32, 0, comm, stream);
+          case Op::kReducescatter:
+            return ncclReduceScatter(in, out, part, ncclFloat32, ncclSum, comm, stream);
+        }
+        return ncclInvalidArgument;
+      };
+
+      // Raw NCCL: two warm-up iterations, then `iters` back to back.
+      CHECK_CUDA(cudaMemsetAsync(out, 0, bytes, stream));
+      for (int w = 0; w < 2; ++w) CHECK_NCCL(ncclOnce());
+      CHECK_CUDA(cudaStreamSynchronize(stream));
+      MPI_Barrier(MPI_COMM_WORLD);
+      CHECK_CUDA(cudaEventRecord(start, stream));
+      for (int it = 0; it < iters; ++it) CHECK_NCCL(ncclOnce());
+      CHECK_CUDA(cudaEventRecord(stop, stream));
+      CHECK_CUDA(cudaEventSynchronize(stop));
+      float ms = 0;
+      CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+      row.nccl.timeUs = ms * 1e3 / iters;
+      row.nccl.wrong = countWrong(op, out, outCount, rank, size);
+
+      // hcoll: the same buffers and stream; every operation waited for. Broadcast is in place
+      // on `out`, which holds root's input on root and zeros elsewhere.
+      CHECK_CUDA(cudaMemsetAsync(out, 0, bytes, stream));
+      if (op == Op::kBroadcast && rank == 0)
+        CHECK_CUDA(cudaMemcpyAsync(out, in, bytes, cudaMemcpyDeviceToDevice, stream));
+      CHECK_CUDA(cudaStreamSynchronize(stream));
+      int64_t shape[1] = {static_cast<int64_t>(op == Op::kAllgather ? part : count)};
+      hcoll_tensor_t ti{in, HCOLL_FLOAT32, 1, shape, device, stream};
+      hcoll_tensor_t to{out, HCOLL_FLOAT32, 1, shape, device, stream};
+      hcoll_request_t last = nullptr;  // the last operation's request: its output is checked
+      double seconds = 0;
+      for (int it = -2; it < iters && !row.hcoll.failed; ++it) {  // two warm-up iterations
+        if (it == 0) MPI_Barrier(MPI_COMM_WORLD);
+        const auto t0 = std::chrono::steady_clock::now();
+        hcoll_request_t req = nullptr;
+        hcoll_status_t st = HCOLL_ERR_INTERNAL;
+        switch (op) {
+          case Op::kAllreduce:
+            st = hcoll_allreduce(world, nullptr, &ti, &to, HCOLL_SUM, 1.0, 1.0, &req);
+            break;
+          case Op::kAllgather:
+            st = hcoll_allgather(world, nullptr, &ti, &req);
+            break;
+          case Op::kBroadcast:
+            st = hcoll_broadcast(world, nullptr, &to, 0, &req);
+            break;
+          case Op::kReducescatter:
+            st = hcoll_reducescatter(world, nullptr, &ti, HCOLL_SUM, 1.0, 1.0, &req);
+            break;
+        }
+        if (st == HCOLL_SUCCESS) st = hcoll_wait(req, 60.0);
+        if (st != HCOLL_SUCCESS) {
+          std::fprintf(stderr, "rank %d: hcoll %s of %zu bytes: %s (%s)\n", rank, opName, bytes,
+                       hcoll_status_string(st),
+                       req ? hcoll_request_error(req) : hcoll_last_error());
+          if (req) hcoll_request_free(req);
+          row.hcoll.failed = true;
+          ++failures;
+          break;
+        }
+        if (it >= 0)
+          seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (last) hcoll_request_free(last);
+        last = req;
+      }
+      row.hcoll.timeUs = seconds / iters * 1e6;
+      if (row.hcoll.failed) {
+        row.hcoll.wrong = static_cast<long>(outCount);
+      } else if (op == Op::kAllgather || op == Op::kReducescatter) {
+        hcoll_tensor_t result{};
+        if (hcoll_request_output(last, 0, &result) != HCOLL_SUCCESS || result.ndim != 1 ||
+            result.shape[0] != static_cast<int64_t>(outCount)) {
+          std::fprintf(stderr, "rank %d: hcoll %s of %zu bytes: no output of %zu elements\n", rank,
+                       opName, bytes, outCount);
+          row.hcoll.wrong = static_cast<long>(outCount);
+        } else {
+          row.hcoll.wrong = countWrong(op, result.data, outCount, rank, size);
+        }
+      } else {
+        row.hcoll.wrong = countWrong(op, out, outCount, rank, size);
+      }
+      if (last) hcoll_request_free(last);
+      // Rank 0 prints the slowest rank's times and every rank's wrong elements.
+      double times[2] = {row.hcoll.timeUs, row.nccl.timeUs};
+      long wrong[2] = {row.hcoll.wrong, row.nccl.wrong};
+      MPI_Allreduce(MPI_IN_PLACE, times, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      MPI_Allreduce(MPI_IN_PLACE, wrong, 2, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+      row.hcoll.timeUs = times[0];
+      row.nccl.timeUs = times[1];
+      row.hcoll.wrong = wrong[0];
+      row.nccl.wrong = wrong[1];
+      if (wrong[0] + wrong[1] != 0) ++failures;
+      rows.push_back(row);
+      if (rank == 0) {
+        const double f = busFactor(op, size);
+        const double ha = bytes / times[0] / 1e3, na = bytes / times[1] / 1e3;  // GB/s
+        std::printf(
+            "  %-13s %10zu %12zu | %10.1f %9.2f %9.2f %7ld | %10.1f %9.2f %9.2f %7ld | %6.2f\n",
+            opName, bytes, count, times[0], ha, ha * f, wrong[0], times[1], na, na * f, wrong[1],
+            times[0] / times[1]);
+        std::fflush(stdout);
+      }
     }
   }
-  if (rank == 0 && !opt.json.empty()) writeJson(opt.json, size, devices, rows);
+  if (rank == 0 && !opt.json.empty())
+    writeJson(opt.json, size, devices, gpuName, ncclVersion, rows);
   if (rank == 0) std::printf("# %s\n", failures == 0 ? "all results correct" : "FAILED");
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
