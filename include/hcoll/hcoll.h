@@ -176,6 +176,18 @@ HCOLL_API const char* hcoll_last_error(void);
 /* Returns 1 if this library was built with the NCCL backend, else 0. */
 HCOLL_API int hcoll_nccl_built(void);
 
+/* Returns the MPI this library was built against, e.g. "MPICH 4.0.2" (static; no MPI call). One
+ * process can use only one MPI: hcoll_initialize fails with UNSUPPORTED, before calling MPI, when
+ * the process has loaded another one (e.g. Open MPI through mpi4py against an MPICH build). */
+HCOLL_API const char* hcoll_mpi_version(void);
+
+/* Ends the whole job, like ncclCommAbort followed by MPI_Abort: logs `reason` (may be NULL),
+ * tells the peers of every communicator that this rank aborts (best effort, about a second at
+ * most; their pending operations fail with SHUT_DOWN naming this rank if they see it before the
+ * launcher ends them), then calls MPI_Abort on the world (or _exit(1) without MPI). Never
+ * returns; works whether hcoll is initialized or not. */
+HCOLL_API void hcoll_abort(const char* reason);
+
 /* ---------------------------------------------------------------------------------------------- */
 /* Communicators. Creation and destruction are collective over the parent's members and block;    */
 /* they work while other communicators have operations in flight.                                 */
@@ -212,6 +224,15 @@ HCOLL_API hcoll_status_t hcoll_comm_from_mpi(int mpi_comm_fint, hcoll_comm_t* ou
  * complete normally, the rest fail with SHUT_DOWN. Collective; blocks. The handle becomes invalid.
  * Returns SUCCESS, INVALID_HANDLE, INVALID_ARGUMENT (the world communicator), NOT_INITIALIZED. */
 HCOLL_API hcoll_status_t hcoll_comm_destroy(hcoll_comm_t comm);
+
+/* Sets the stall shutdown time of `comm` (seconds; 0 = never): an operation some members submitted
+ * and others did not within it, or a collective that does not complete within it, fails with
+ * TIMEOUT on every member and the communicator becomes unusable (SHUT_DOWN). The default is
+ * HCOLL_STALL_SHUTDOWN_TIME_SECONDS (600). Collective over comm's members, who must pass the
+ * same value; blocks. Returns SUCCESS, INVALID_ARGUMENT (not in [0, 1e6]; the other members then
+ * get MISMATCH), MISMATCH (members passed different values: on every member, the timeout is
+ * unchanged), INVALID_HANDLE, NOT_INITIALIZED, SHUT_DOWN, TIMEOUT. */
+HCOLL_API hcoll_status_t hcoll_comm_set_timeout(hcoll_comm_t comm, double seconds);
 
 /* [out] out: this process's rank in comm / the size of comm / the rank among the members on this
  * node / the number of members on this node. Returns SUCCESS, INVALID_ARGUMENT, INVALID_HANDLE,
