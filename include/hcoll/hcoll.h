@@ -148,13 +148,21 @@ typedef struct hcoll_comm_stats {
  * If MPI is not initialized, hcoll initializes it with MPI_THREAD_MULTIPLE and finalizes it when
  * the process exits (MPI cannot be re-initialized, so a later hcoll_initialize reuses it); if the
  * application initialized MPI, it must have provided MPI_THREAD_MULTIPLE and keeps ownership.
- * Reads the HCOLL_* environment variables; a malformed value fails with INVALID_ARGUMENT.
- * Returns SUCCESS, INVALID_ARGUMENT (already initialized, bad params, bad environment),
- * UNSUPPORTED (MPI thread level too low), BACKEND. */
+ * Reads the HCOLL_* environment variables; a malformed value fails with INVALID_ARGUMENT. The
+ * settings that change what ranks send or how they match (HCOLL_FUSION_THRESHOLD,
+ * HCOLL_CACHE_CAPACITY, HCOLL_STALL_SHUTDOWN_TIME_SECONDS, the library version) are compared over
+ * the world: if they differ, initialize fails on every rank with INVALID_ARGUMENT naming the
+ * variable, the values and the ranks.
+ * Returns SUCCESS, INVALID_ARGUMENT (already initialized, bad params, bad environment, settings
+ * that differ across ranks), UNSUPPORTED (MPI thread level too low; another MPI than
+ * hcoll_mpi_version() is loaded in the process), BACKEND. */
 HCOLL_API hcoll_status_t hcoll_initialize(const hcoll_init_params_t* params);
 
-/* Shuts hcoll down. Blocks until every communicator's thread has stopped (bounded: peers that do
- * not shut down are given up on after the stall shutdown time, 60 s by default). Operations still
+/* Shuts hcoll down. Blocks until every communicator's thread has stopped. Bounded: this rank's
+ * leave is announced to the peers of every communicator (their operations this rank never
+ * submitted fail with SHUT_DOWN naming it; idle peers join its last round), and peers that do not
+ * answer are given up on after min(stall shutdown time, 30 s). A process that exits without
+ * calling it shuts down the same way from an exit handler. Operations still
  * pending complete with HCOLL_ERR_SHUT_DOWN, which hcoll_test/hcoll_wait report: request handles
  * stay valid until freed, communicator handles become invalid. hcoll_initialize may follow.
  * Returns SUCCESS or NOT_INITIALIZED. */
@@ -220,8 +228,10 @@ HCOLL_API hcoll_status_t hcoll_comm_create(hcoll_comm_t parent, const int* ranks
  * out of an MPI_Comm_split/create), NOT_INITIALIZED, BACKEND. */
 HCOLL_API hcoll_status_t hcoll_comm_from_mpi(int mpi_comm_fint, hcoll_comm_t* out);
 
-/* Destroys `comm` once its in-flight operations have drained: operations every rank submitted
- * complete normally, the rest fail with SHUT_DOWN. Collective; blocks. The handle becomes invalid.
+/* Destroys `comm` once its in-flight operations have drained: operations every rank had submitted
+ * when the first member closed complete normally, the rest fail with SHUT_DOWN (on the other
+ * members too, with a message naming the rank that closed; their later submissions fail with
+ * SHUT_DOWN). Collective; blocks (bounded, as hcoll_shutdown). The handle becomes invalid.
  * Returns SUCCESS, INVALID_HANDLE, INVALID_ARGUMENT (the world communicator), NOT_INITIALIZED. */
 HCOLL_API hcoll_status_t hcoll_comm_destroy(hcoll_comm_t comm);
 
