@@ -76,6 +76,7 @@ hcoll_add_leave_test(np3-leave 3 15 zero)
 hcoll_add_leave_test(abort 2 5 nonzero)
 hcoll_add_leave_test(set-timeout 2 15 zero ${CMAKE_CURRENT_BINARY_DIR}/leave-timeout.done)
 hcoll_add_leave_test(stuck-transfer 2 30 any ${CMAKE_CURRENT_BINARY_DIR}/leave-stuck.pid)
+hcoll_add_leave_test(killed-transfer 2 30 any ${CMAKE_CURRENT_BINARY_DIR}/leave-killed.pid)
 
 # Each setting that changes what ranks send or how they match, different on rank 1: initialize
 # fails with INVALID_ARGUMENT naming it on every rank (MPMD launch: one environment per rank).

@@ -22,6 +22,8 @@
 //   stuck-transfer PIDFILE   rank 1 stops itself (SIGSTOP) in the middle of a 128 MB grouped
 //                            allreduce; rank 0 (timeout 2 s) gets TIMEOUT, and its hcoll_shutdown
 //                            returns within the bound; then it resumes rank 1 (SIGCONT).
+//   killed-transfer PIDFILE  the same with SIGKILL: the job ends within the bound (the launcher
+//                            ends it, or rank 0's op fails and it exits).
 //   settings-differ VAR      rank-dependent environment (set by the launcher): hcoll_initialize
 //                            fails with INVALID_ARGUMENT naming VAR on every rank.
 #include <signal.h>
@@ -293,7 +295,7 @@ int setTimeout(hcoll_comm_t world, const std::string& doneFile) {
   return gFailures == 0 ? 0 : 1;
 }
 
-int stuckTransfer(hcoll_comm_t world, const std::string& pidFile) {
+int stuckTransfer(hcoll_comm_t world, const std::string& pidFile, bool kill9) {
   check(hcoll_comm_set_timeout(world, 2.0) == HCOLL_SUCCESS, "timeout 2 s", hcoll_last_error());
   if (gRank == 1) std::ofstream(pidFile) << getpid() << "\n";
   barrier(world);
@@ -313,6 +315,11 @@ int stuckTransfer(hcoll_comm_t world, const std::string& pidFile) {
   }
   if (gRank == 1) {
     std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    if (kill9) {
+      std::printf("rank 1: killing itself in the middle of the transfer\n");
+      std::fflush(stdout);
+      raise(SIGKILL);
+    }
     raise(SIGSTOP);  // stuck in the middle of the transfer until rank 0 resumes it
     hcoll_wait(req, 10);
     hcoll_request_free(req);
@@ -363,7 +370,10 @@ int main(int argc, char** argv) {
   if (scenario == "np3-leave") return np3Leave(world);
   if (scenario == "abort") return abortScenario(world);
   if (scenario == "set-timeout") return setTimeout(world, arg);
-  if (scenario == "stuck-transfer") return stuckTransfer(world, arg);
+  if (scenario == "stuck-transfer") return stuckTransfer(world, arg, false);
+  // The launcher usually ends the job first (MPICH's hydra kills the others when a process dies);
+  // if it does not, rank 0's op fails within the timeout: either way the job ends.
+  if (scenario == "killed-transfer") return stuckTransfer(world, arg, true);
   std::fprintf(stderr, "unknown scenario '%s'\n", scenario.c_str());
   hcoll_shutdown();
   return 2;
