@@ -127,6 +127,26 @@ HCOLL_API hcoll_status_t hcoll_comm_destroy(hcoll_comm_t comm) {
   });
 }
 
+HCOLL_API hcoll_status_t hcoll_comm_set_timeout(hcoll_comm_t comm, double seconds) {
+  return guarded("hcoll_comm_set_timeout", [&] {
+    std::shared_ptr<Runtime> rt;
+    std::shared_ptr<Communicator> c;
+    if (hcoll_status_t s = resolveComm("hcoll_comm_set_timeout", comm, &rt, &c);
+        s != HCOLL_SUCCESS)
+      return s;
+    // A bad value on one rank still takes part (as a refusal), so that the other ranks fail
+    // with MISMATCH instead of waiting for it.
+    const bool valid = seconds >= 0 && seconds <= 1e6;  // false for NaN too
+    hcoll::Status s = rt->setTimeout(*c, valid ? seconds : -1.0);
+    if (!valid) {
+      return fail(HCOLL_ERR_INVALID_ARGUMENT,
+                  "hcoll_comm_set_timeout: seconds must be in [0, 1e6] (0 = never)");
+    }
+    if (!s.isOk()) return toC(hcoll::Status(s.code(), "hcoll_comm_set_timeout: " + s.message()));
+    return HCOLL_SUCCESS;
+  });
+}
+
 HCOLL_API hcoll_status_t hcoll_comm_rank(hcoll_comm_t comm, int* out) {
   return guarded("hcoll_comm_rank", [&] {
     return query("hcoll_comm_rank", comm, out, [](const Communicator& c) { return c.rank(); });

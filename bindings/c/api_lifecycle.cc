@@ -2,6 +2,9 @@
 
 #include <atomic>
 
+#include <string>
+
+#include "backends/mpi/mpi_backend.h"
 #include "bindings/c/errors.h"
 #include "bindings/c/state.h"
 #include "hcoll/hcoll.h"
@@ -79,6 +82,14 @@ HCOLL_API hcoll_status_t hcoll_get_version(int* major, int* minor, int* patch) {
 }
 
 HCOLL_API int hcoll_nccl_built(void) { return HCOLL_WITH_NCCL; }
+
+HCOLL_API const char* hcoll_mpi_version(void) { return hcoll::backends::mpi::builtAgainst(); }
+
+HCOLL_API void hcoll_abort(const char* reason) {
+  // Never returns; nothing to catch on the way out but a failure to format the reason.
+  std::string why = reason != nullptr ? reason : "(no reason given)";
+  hcoll::runtime::Runtime::abortJob(why);
+}
 
 HCOLL_API hcoll_status_t hcoll_comm_world(hcoll_comm_t* comm) {
   return guarded("hcoll_comm_world", [&] {

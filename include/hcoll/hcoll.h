@@ -148,13 +148,21 @@ typedef struct hcoll_comm_stats {
  * If MPI is not initialized, hcoll initializes it with MPI_THREAD_MULTIPLE and finalizes it when
  * the process exits (MPI cannot be re-initialized, so a later hcoll_initialize reuses it); if the
  * application initialized MPI, it must have provided MPI_THREAD_MULTIPLE and keeps ownership.
- * Reads the HCOLL_* environment variables; a malformed value fails with INVALID_ARGUMENT.
- * Returns SUCCESS, INVALID_ARGUMENT (already initialized, bad params, bad environment),
- * UNSUPPORTED (MPI thread level too low), BACKEND. */
+ * Reads the HCOLL_* environment variables; a malformed value fails with INVALID_ARGUMENT. The
+ * settings that change what ranks send or how they match (HCOLL_FUSION_THRESHOLD,
+ * HCOLL_CACHE_CAPACITY, HCOLL_STALL_SHUTDOWN_TIME_SECONDS, the library version) are compared over
+ * the world: if they differ, initialize fails on every rank with INVALID_ARGUMENT naming the
+ * variable, the values and the ranks.
+ * Returns SUCCESS, INVALID_ARGUMENT (already initialized, bad params, bad environment, settings
+ * that differ across ranks), UNSUPPORTED (MPI thread level too low; another MPI than
+ * hcoll_mpi_version() is loaded in the process), BACKEND. */
 HCOLL_API hcoll_status_t hcoll_initialize(const hcoll_init_params_t* params);
 
-/* Shuts hcoll down. Blocks until every communicator's thread has stopped (bounded: peers that do
- * not shut down are given up on after the stall shutdown time, 60 s by default). Operations still
+/* Shuts hcoll down. Blocks until every communicator's thread has stopped. Bounded: this rank's
+ * leave is announced to the peers of every communicator (their operations this rank never
+ * submitted fail with SHUT_DOWN naming it; idle peers join its last round), and peers that do not
+ * answer are given up on after min(stall shutdown time, 30 s). A process that exits without
+ * calling it shuts down the same way from an exit handler. Operations still
  * pending complete with HCOLL_ERR_SHUT_DOWN, which hcoll_test/hcoll_wait report: request handles
  * stay valid until freed, communicator handles become invalid. hcoll_initialize may follow.
  * Returns SUCCESS or NOT_INITIALIZED. */
@@ -175,6 +183,18 @@ HCOLL_API const char* hcoll_last_error(void);
 
 /* Returns 1 if this library was built with the NCCL backend, else 0. */
 HCOLL_API int hcoll_nccl_built(void);
+
+/* Returns the MPI this library was built against, e.g. "MPICH 4.0.2" (static; no MPI call). One
+ * process can use only one MPI: hcoll_initialize fails with UNSUPPORTED, before calling MPI, when
+ * the process has loaded another one (e.g. Open MPI through mpi4py against an MPICH build). */
+HCOLL_API const char* hcoll_mpi_version(void);
+
+/* Ends the whole job, like ncclCommAbort followed by MPI_Abort: logs `reason` (may be NULL),
+ * tells the peers of every communicator that this rank aborts (best effort, about a second at
+ * most; their pending operations fail with SHUT_DOWN naming this rank if they see it before the
+ * launcher ends them), then calls MPI_Abort on the world (or _exit(1) without MPI). Never
+ * returns; works whether hcoll is initialized or not. */
+HCOLL_API void hcoll_abort(const char* reason);
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Communicators. Creation and destruction are collective over the parent's members and block;    */
@@ -208,10 +228,21 @@ HCOLL_API hcoll_status_t hcoll_comm_create(hcoll_comm_t parent, const int* ranks
  * out of an MPI_Comm_split/create), NOT_INITIALIZED, BACKEND. */
 HCOLL_API hcoll_status_t hcoll_comm_from_mpi(int mpi_comm_fint, hcoll_comm_t* out);
 
-/* Destroys `comm` once its in-flight operations have drained: operations every rank submitted
- * complete normally, the rest fail with SHUT_DOWN. Collective; blocks. The handle becomes invalid.
+/* Destroys `comm` once its in-flight operations have drained: operations every rank had submitted
+ * when the first member closed complete normally, the rest fail with SHUT_DOWN (on the other
+ * members too, with a message naming the rank that closed; their later submissions fail with
+ * SHUT_DOWN). Collective; blocks (bounded, as hcoll_shutdown). The handle becomes invalid.
  * Returns SUCCESS, INVALID_HANDLE, INVALID_ARGUMENT (the world communicator), NOT_INITIALIZED. */
 HCOLL_API hcoll_status_t hcoll_comm_destroy(hcoll_comm_t comm);
+
+/* Sets the stall shutdown time of `comm` (seconds; 0 = never): an operation some members submitted
+ * and others did not within it, or a collective that does not complete within it, fails with
+ * TIMEOUT on every member and the communicator becomes unusable (SHUT_DOWN). The default is
+ * HCOLL_STALL_SHUTDOWN_TIME_SECONDS (600). Collective over comm's members, who must pass the
+ * same value; blocks. Returns SUCCESS, INVALID_ARGUMENT (not in [0, 1e6]; the other members then
+ * get MISMATCH), MISMATCH (members passed different values: on every member, the timeout is
+ * unchanged), INVALID_HANDLE, NOT_INITIALIZED, SHUT_DOWN, TIMEOUT. */
+HCOLL_API hcoll_status_t hcoll_comm_set_timeout(hcoll_comm_t comm, double seconds);
 
 /* [out] out: this process's rank in comm / the size of comm / the rank among the members on this
  * node / the number of members on this node. Returns SUCCESS, INVALID_ARGUMENT, INVALID_HANDLE,

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "runtime/status.h"
@@ -65,6 +66,25 @@ class Channel : public Collectives {
   // Collective over this channel; blocking. *out is null on ranks that are not members.
   virtual Status split(int color, int key, std::unique_ptr<Channel>* out) = 0;
   virtual Status create(const std::vector<int32_t>& ranks, std::unique_ptr<Channel>* out) = 0;
+
+  // Notices: small out-of-band messages to every other member, outside any round, so that they
+  // reach a peer whatever it is waiting for (an idle peer takes part in no round). They carry
+  // failures that must reach every rank: a member leaving, or giving up on the communicator.
+  // Best effort and bounded: sendNotice returns once the messages were handed to the transport
+  // or after about a second. pollNotice never blocks. The defaults do nothing (a channel of one
+  // rank, or a test double).
+  enum class NoticeKind : uint8_t {
+    kClosing = 1,  // the sender waits in its final round: idle members should join that round
+    kGone = 2,     // the sender left the communicator for good: fail everything, join nothing
+  };
+  struct Notice {
+    int rank = -1;
+    NoticeKind kind = NoticeKind::kGone;
+    Code code = Code::kShutDown;
+    std::string text;
+  };
+  virtual void sendNotice(NoticeKind /*kind*/, Code /*code*/, const std::string& /*text*/) {}
+  virtual bool pollNotice(Notice* /*out*/) { return false; }
 };
 
 // Process-wide state of a backend (for MPI: the library's initialization).

@@ -9,6 +9,8 @@
 namespace hcoll::runtime {
 namespace {
 
+std::atomic<bool> gTroubled{false};
+
 // CUDA tensors: captures each caller stream as it is at submission, so that the collective sees
 // what the caller enqueued on it before the call.
 Status markCallerStreams(LocalOp& op) {
@@ -34,6 +36,7 @@ Communicator::Communicator(std::unique_ptr<backends::Channel> channel, const Con
                            Timeline* timeline, int timelineTrack)
     : channel_(std::move(channel)),
       config_(config),
+      liveness_(*channel_, config.stallShutdownSeconds),
       log_(logging::get("runtime")),
       timeline_(timeline),
       timelineTrack_(timelineTrack),
@@ -51,7 +54,7 @@ Status Communicator::submit(std::unique_ptr<LocalOp> op) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!brokenReason_.empty()) {
-      return shutDown("the communicator is unusable after an earlier failure: " + brokenReason_);
+      return shutDown("the communicator is unusable: " + brokenReason_);
     }
     if (closing_ || stopped_) {
       return shutDown("the communicator is being destroyed or hcoll is shutting down");
@@ -92,12 +95,23 @@ void Communicator::failAll(PendingOps& pending, const Status& status) {
   }
 }
 
+namespace {
+
+// The message of an operation failed because a peer closed the communicator.
+Status peerLeft(const std::string& who, const std::string& name) {
+  return shutDown("operation '" + name + "' cannot complete: " + who +
+                  " left the communicator (hcoll_shutdown, hcoll_comm_destroy or process exit) "
+                  "before every rank had submitted it");
+}
+
+}  // namespace
+
 void Communicator::run() {
   PendingOps pending;
-  Negotiator negotiator(*channel_, config_, abort_, log_, recorder_.get());
+  Negotiator negotiator(*channel_, config_, liveness_, abort_, log_, recorder_.get());
   negotiator.watchCloseRequests(closeRequested_);
   Executor executor(
-      *channel_, config_, abort_, stats_,
+      *channel_, config_, liveness_, closeRequested_, abort_, stats_,
       [this](std::unique_ptr<LocalOp> op, const Status& s) { finish(std::move(op), s); });
   executor.setTimeline(timeline_, timelineTrack_);
   // The batching window: operations submitted within it of the first one negotiate (and fuse)
@@ -113,10 +127,13 @@ void Communicator::run() {
   // Closing is bounded: peers that never close (exited, or busy with work this rank never
   // submits) cannot keep this rank's shutdown or destroy waiting forever.
   std::optional<std::chrono::steady_clock::time_point> closeStarted;
-  const auto closeTimeout = std::chrono::duration<double>(Negotiator::closeTimeoutSeconds(config_));
-  bool broken = false;
+  bool broken = false;     // stopped on a failure: submit() reports it from now on
+  bool tellPeers = false;  // the failure is this rank's own: the peers must learn it
+  std::string leaver;      // a peer closed the communicator: who (for per-operation messages)
   while (true) {
     bool closing;
+    bool joinFinalRound = false;
+    Status peerFailure;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       auto woken = [this] { return !incoming_.empty() || closing_ || abort_.load(); };
@@ -132,24 +149,50 @@ void Communicator::run() {
           }
           lock.lock();
         }
-        wake_.wait(lock, woken);  // idle: sleep until work arrives
+        // Idle: sleep until work arrives, looking for the peers' notices now and then: a peer
+        // that closes waits in its final round for this rank to join it, and a peer that gave
+        // up must fail this rank's communicator too.
+        while (!woken()) {
+          if (wake_.wait_for(lock, Liveness::kIdlePollInterval, woken)) break;
+          lock.unlock();
+          peerFailure = liveness_.poll();
+          joinFinalRound = liveness_.takeJoinRequest();
+          lock.lock();
+          if (!peerFailure.isOk() || joinFinalRound) break;
+        }
       } else if (!productive) {
         // Unmatched work: give other ranks (and this rank's callers) a cycle before re-asking.
         wake_.wait_for(lock, unmatchedPause, woken);
       }
-      if (abort_.load()) break;
-      if (window.count() > 0 && !incoming_.empty()) {
+      if (abort_.load()) {
+        tellPeers = true;
+        break;
+      }
+      if (!peerFailure.isOk()) {
+        endStatus = peerFailure;
+        broken = true;
+        break;
+      }
+      if (window.count() > 0 && !incoming_.empty() && !joinFinalRound) {
         // Gather what else is submitted within the window opened by the oldest new operation.
         const auto windowEnd = incoming_.front()->submittedAt + window;
         wake_.wait_until(lock, windowEnd, [this] { return closing_ || abort_.load(); });
-        if (abort_.load()) break;
+        if (abort_.load()) {
+          tellPeers = true;
+          break;
+        }
       }
       for (auto& op : incoming_) pending.add(std::move(op));
       incoming_.clear();
       hasIncoming_.store(false, std::memory_order_relaxed);
       closing = closing_;
     }
-    if (closing && !closeStarted) closeStarted = std::chrono::steady_clock::now();
+    if (closing && !closeStarted) {
+      closeStarted = std::chrono::steady_clock::now();
+      // Idle peers take part in no round: ask them to join this rank's final one.
+      liveness_.announceClosing();
+    }
+    const auto closeTimeout = std::chrono::duration<double>(liveness_.closeTimeoutSeconds());
     if (closeStarted && std::chrono::steady_clock::now() - *closeStarted > closeTimeout) {
       log_->error(
           "closing: the other ranks did not close the communicator within {:.0f} s; "
@@ -158,6 +201,7 @@ void Communicator::run() {
       endStatus = shutDown(
           "the communicator was closed locally: the other ranks did not close "
           "it in time");
+      tellPeers = true;
       break;
     }
     RoundResult round;
@@ -165,7 +209,10 @@ void Communicator::run() {
     Status s = negotiator.round(pending, closing, &round);
     stats_.cycles.fetch_add(1, std::memory_order_relaxed);
     if (!s.isOk()) {
-      log_->error("negotiation failed, communicator stops: {}", s.message());
+      if (!liveness_.peerGone()) {
+        log_->error("negotiation failed, communicator stops: {}", s.message());
+        tellPeers = true;
+      }
       endStatus = s;
       broken = !closing;
       break;
@@ -184,9 +231,34 @@ void Communicator::run() {
       }
     }
     executor.execute(round.responses, pending);
+    if (!executor.failure().isOk()) {
+      if (!liveness_.peerGone()) {
+        log_->error("a collective was given up on, communicator stops: {}",
+                    executor.failure().message());
+        tellPeers = true;
+      }
+      endStatus = executor.failure();
+      broken = !closing;
+      break;
+    }
     productive = !round.responses.empty();
     if (round.allClosing) break;
+    if (round.anyClosing) {
+      // Some rank closes the communicator: this was its last round on every rank.
+      if (!closing) {
+        (void)liveness_.poll();  // its closing notice names it (sent before its round)
+        leaver = liveness_.closingRanksText();
+        endStatus = shutDown(leaver +
+                             " left the communicator (hcoll_shutdown, hcoll_comm_destroy or "
+                             "process exit)");
+        broken = true;
+        log_->warn("{}: operations pending here fail with SHUT_DOWN", endStatus.message());
+      }
+      break;
+    }
   }
+  if (tellPeers) liveness_.announceGone(endStatus);
+  if (tellPeers || broken) gTroubled.store(true);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopped_ = true;
@@ -194,7 +266,14 @@ void Communicator::run() {
     for (auto& op : incoming_) pending.add(std::move(op));
     incoming_.clear();
   }
-  failAll(pending, endStatus);
+  if (leaver.empty()) {
+    failAll(pending, endStatus);
+    return;
+  }
+  while (!pending.empty()) {
+    std::string name = pending.all().front()->spec.name;
+    finish(pending.take(name), peerLeft(leaver, name));
+  }
 }
 
 void Communicator::recordRound(std::chrono::steady_clock::time_point start,
@@ -233,6 +312,14 @@ void Communicator::abort() {
   abort_.store(true);
   beginClose();
   waitClosed();
+}
+
+bool Communicator::anyTroubled() { return gTroubled.load(); }
+
+void Communicator::announceAbort(const std::string& reason) {
+  gTroubled.store(true);
+  channel_->sendNotice(backends::Channel::NoticeKind::kGone, Code::kShutDown,
+                       "rank " + std::to_string(rank()) + " called hcoll_abort: " + reason);
 }
 
 StatsSnapshot Communicator::stats() const {

@@ -16,6 +16,7 @@
 #include "backends/backend.h"
 #include "runtime/config.h"
 #include "runtime/flight_recorder.h"
+#include "runtime/liveness.h"
 #include "runtime/local_op.h"
 #include "runtime/logging.h"
 #include "runtime/stats.h"
@@ -59,6 +60,19 @@ class Communicator {
 
   StatsSnapshot stats() const;
 
+  // hcoll_abort: tells the peers this rank is ending the job (best effort, bounded). Any thread.
+  void announceAbort(const std::string& reason);
+  // Whether a communicator of this process stopped because a peer left or gave up, or gave up
+  // itself: MPI_Finalize, which waits for every peer, could then wait forever.
+  static bool anyTroubled();
+
+  // The communicator's stall shutdown time (0 = never): the initialize-time setting until
+  // changed collectively (hcoll_comm_set_timeout).
+  double stallShutdownSeconds() const { return liveness_.stallShutdownSeconds(); }
+  void setStallShutdownSeconds(double s) { liveness_.setStallShutdownSeconds(s); }
+  // Numbers the collective calls that change the timeout, so their names match across ranks.
+  uint64_t nextTimeoutChange() { return timeoutChanges_.fetch_add(1); }
+
  private:
   void run();
   void finish(std::unique_ptr<LocalOp> op, const Status& status);
@@ -68,6 +82,7 @@ class Communicator {
 
   std::unique_ptr<backends::Channel> channel_;
   const Config config_;
+  Liveness liveness_;
   std::shared_ptr<spdlog::logger> log_;
   CommStats stats_;
   Timeline* timeline_;
@@ -86,6 +101,7 @@ class Communicator {
   bool stopped_ = false;
   std::string brokenReason_;  // set when the thread stopped on a failure; submit() reports it
   std::atomic<bool> abort_{false};
+  std::atomic<uint64_t> timeoutChanges_{0};
   std::thread thread_;
 };
 

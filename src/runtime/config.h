@@ -13,7 +13,10 @@ struct Config {
   double cycleTimeMs = 0.0;            // HCOLL_CYCLE_TIME_MS: batching window (0 = none)
   uint32_t cacheCapacity = 1024;       // HCOLL_CACHE_CAPACITY; 0 = response cache off
   double stallCheckSeconds = 60.0;     // HCOLL_STALL_CHECK_TIME_SECONDS; 0 = no warnings
-  double stallShutdownSeconds = 0.0;   // HCOLL_STALL_SHUTDOWN_TIME_SECONDS; 0 = never
+  // HCOLL_STALL_SHUTDOWN_TIME_SECONDS; 0 = never. 600 s, as torch.distributed's NCCL watchdog:
+  // long enough for a legitimately slow rank (a checkpoint, an evaluation on one rank), short
+  // enough that a typo in a name or a stuck peer ends the job in minutes, not never.
+  double stallShutdownSeconds = 600.0;
   std::string timelinePath;            // HCOLL_TIMELINE
   std::string flightRecorderPath;      // HCOLL_FLIGHT_RECORDER: dumps go to <path>.<world rank>
   std::string logLevel = "warning";    // HCOLL_LOG_LEVEL

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <new>
 
 #include "fusion/fusion_allocator.h"
@@ -82,8 +83,12 @@ class Executor::Scratch {
     return Status::ok();
   }
   uint8_t* data() const { return plain_ ? plain_.get() : static_cast<uint8_t*>(lease_.data()); }
-  // The device may still use the buffer (its fence failed): never pool it again.
-  void abandon() { lease_.abandon(); }
+  // The device (or a backend operation given up on) may still use the buffer: never pool it
+  // again, never free it.
+  void abandon() {
+    lease_.abandon();
+    (void)plain_.release();
+  }
 
  private:
   fusion::Lease lease_;
@@ -116,10 +121,13 @@ std::shared_ptr<void> fallbackMemory(int32_t device, size_t bytes) {
 
 }  // namespace
 
-Executor::Executor(backends::Channel& channel, const Config& config, const std::atomic<bool>& abort,
+Executor::Executor(backends::Channel& channel, const Config& config, Liveness& liveness,
+                   const std::atomic<bool>& closeRequested, const std::atomic<bool>& abort,
                    CommStats& stats, Finish finish)
     : channel_(channel),
       config_(config),
+      liveness_(liveness),
+      closeRequested_(closeRequested),
       abort_(abort),
       stats_(stats),
       finish_(std::move(finish)),
@@ -148,7 +156,56 @@ Status Executor::submitAndWait(backends::PendingPtr pending, size_t bytes, size_
   stats_.backendCalls.fetch_add(1, std::memory_order_relaxed);
   stats_.bytes.fetch_add(bytes, std::memory_order_relaxed);
   if (tensors > 1) stats_.fusedTensors.fetch_add(tensors, std::memory_order_relaxed);
-  return waitFor(*pending, dataPlanePolicy(), abort_);
+  return waitData(std::move(pending));
+}
+
+namespace {
+
+// Data-plane steps given up on, kept until the process exits: MPI (or the device) may still
+// complete them and use their buffers. Reachable, so not a leak to LeakSanitizer.
+void keepForever(backends::PendingPtr pending) {
+  static std::mutex* mutex = new std::mutex();
+  static auto* kept = new std::vector<backends::PendingPtr>();
+  std::lock_guard<std::mutex> lock(*mutex);
+  kept->push_back(std::move(pending));
+}
+
+}  // namespace
+
+Status Executor::waitData(backends::PendingPtr pending) {
+  if (!failure_.isOk()) return failure_;
+  bool gaveUp = false;
+  double closingSince = -1;
+  auto onSlow = [&](double waited) -> Status {
+    Status verdict = liveness_.poll();
+    if (verdict.isOk() && closingSince < 0 && closeRequested_.load()) closingSince = waited;
+    const double stall = liveness_.stallShutdownSeconds();
+    if (verdict.isOk() && stall > 0 && waited >= stall) {
+      verdict = Status(Code::kTimeout,
+                       "timed out after " + std::to_string(static_cast<int>(waited)) +
+                           " s in the data phase of a collective on rank " +
+                           std::to_string(rank_) +
+                           ": a peer stopped taking part (it is stuck or has exited). The "
+                           "communicator is unusable from now on");
+    }
+    if (verdict.isOk() && closingSince >= 0 &&
+        waited - closingSince >= liveness_.closeTimeoutSeconds()) {
+      verdict = shutDown("closing the communicator: a collective in its data phase did not "
+                         "complete within " +
+                         std::to_string(static_cast<int>(liveness_.closeTimeoutSeconds())) +
+                         " s (a peer is stuck or has exited); closed locally on rank " +
+                         std::to_string(rank_));
+    }
+    gaveUp = !verdict.isOk();
+    return verdict;
+  };
+  Status s = waitFor(*pending, dataPlanePolicy(), abort_, onSlow);
+  if (gaveUp || abort_.load()) {
+    failure_ = s.isOk() ? shutDown("the communicator was aborted") : s;
+    keepForever(std::move(pending));
+    return failure_;
+  }
+  return s;
 }
 
 Status Executor::planeFor(const std::vector<Item>& items, Plane* out) {
@@ -208,7 +265,7 @@ Status Executor::endPlane(const Plane& plane, const std::vector<Item>& items) {
   }
   // The request completes when the device finished: hcoll_test/wait report device completion.
   // Fenced even after a failed signal: the device may still use the batch's buffers.
-  Status fenced = waitFor(*plane.device->fence(), dataPlanePolicy(), abort_);
+  Status fenced = waitData(plane.device->fence());
   if (!fenced.isOk() && plane.scratch != nullptr) plane.scratch->abandon();
   return signalled.isOk() ? fenced : signalled;
 }
@@ -377,6 +434,7 @@ Status Executor::runBatch(OpKind kind, const std::vector<Item>& items) {
   // Device work may still read scratch buffers of the batch: always wait for it to finish.
   Status ended = endPlane(plane, items);
   abortPlaneAfterFailure(plane.device, s.isOk() ? ended : s);
+  if (!failure_.isOk()) scratch.abandon();  // a step given up on may still write it
   return s.isOk() ? ended : s;
 }
 
@@ -614,6 +672,10 @@ Status Executor::alltoall(const Response& r, LocalOp& op) {
       plane.collectives->alltoallv(op.inputs[0].data, sendBytes, out, recvBytes), total, 1);
   Status ended = endPlane(plane, items);
   abortPlaneAfterFailure(plane.device, s.isOk() ? ended : s);
+  if (!failure_.isOk()) {  // a step given up on may still write these
+    deviceFallback.abandon();
+    (void)fallback.release();
+  }
   HCOLL_RETURN_IF_ERROR(s);
   HCOLL_RETURN_IF_ERROR(ended);
   op.request->setReceivedSplits({std::move(received)});

@@ -12,6 +12,7 @@
 #include "backends/backend.h"
 #include "backends/device.h"
 #include "runtime/config.h"
+#include "runtime/liveness.h"
 #include "runtime/local_op.h"
 #include "runtime/logging.h"
 #include "runtime/message.h"
@@ -24,7 +25,10 @@ class Executor {
  public:
   using Finish = std::function<void(std::unique_ptr<LocalOp>, const Status&)>;
 
-  Executor(backends::Channel& channel, const Config& config, const std::atomic<bool>& abort,
+  // Data-plane waits give up (`liveness`) when a peer gave up, after the stall shutdown time, or
+  // after the close bound once `closeRequested` is set.
+  Executor(backends::Channel& channel, const Config& config, Liveness& liveness,
+           const std::atomic<bool>& closeRequested, const std::atomic<bool>& abort,
            CommStats& stats, Finish finish);
   // Aborts the device planes when the communicator was aborted (no wait for device or peers).
   ~Executor();
@@ -32,6 +36,9 @@ class Executor {
   // Runs `responses` in order. Every local op a response names is taken out of `pending` and
   // handed to `finish` with its final status.
   void execute(const std::vector<ResponsePtr>& responses, PendingOps& pending);
+  // Why a data-plane wait was given up on (ok if none was): the backend operation is still
+  // active and this rank is out of step with its peers, so the communicator cannot go on.
+  const Status& failure() const { return failure_; }
   // Records EXECUTE spans of every operation on `timeline` (may be null) track `track`.
   void setTimeline(Timeline* timeline, int track) {
     timeline_ = timeline;
@@ -51,6 +58,9 @@ class Executor {
   Status alltoall(const Response& r, LocalOp& op);
   Status commOp(const Response& r, LocalOp* op);
   Status submitAndWait(backends::PendingPtr pending, size_t bytes, size_t tensors);
+  // Waits for a data-plane step within the communicator's bounds; one given up on is kept (it
+  // and the buffers it uses stay valid until the process exits) and sets failure_.
+  Status waitData(backends::PendingPtr pending);
   void recordExecution(const std::vector<const LocalOp*>& ops, OpKind kind, size_t tensors,
                        std::chrono::steady_clock::time_point start);
   // The plane of a batch: host memory, or the (lazily created) device plane of its device.
@@ -62,7 +72,10 @@ class Executor {
 
   backends::Channel& channel_;
   const Config& config_;
+  Liveness& liveness_;
+  const std::atomic<bool>& closeRequested_;
   const std::atomic<bool>& abort_;
+  Status failure_;
   CommStats& stats_;
   Finish finish_;
   int rank_;

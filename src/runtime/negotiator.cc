@@ -46,11 +46,12 @@ std::string rankList(const std::vector<int>& ranks) {
 
 }  // namespace
 
-Negotiator::Negotiator(backends::Channel& channel, const Config& config,
+Negotiator::Negotiator(backends::Channel& channel, const Config& config, Liveness& liveness,
                        const std::atomic<bool>& abort, std::shared_ptr<spdlog::logger> log,
                        const FlightRecorder* recorder)
     : channel_(channel),
       config_(config),
+      liveness_(liveness),
       abort_(abort),
       log_(std::move(log)),
       cache_(config.cacheCapacity),
@@ -90,6 +91,7 @@ Status Negotiator::round(PendingOps& pending, bool closing, RoundResult* out) {
   }
   const uint64_t anyFlags = ~words_[0] & kOrMask;
   out->allClosing = (words_[0] & kAllClosing) != 0;
+  out->anyClosing = (anyFlags & kAnyClosing) != 0;
 
   // Operations every rank has ready and cached run straight away, in slot order.
   std::vector<std::string> replayed;
@@ -193,8 +195,8 @@ void Negotiator::inspectStalls(std::vector<Response>* out) {
     }
     warned_ = std::move(stillStalled);
   }
-  if (config_.stallShutdownSeconds > 0) {
-    for (const auto& s : coordinator_->stalled(config_.stallShutdownSeconds, now)) {
+  if (const double shutdownAfter = liveness_.stallShutdownSeconds(); shutdownAfter > 0) {
+    for (const auto& s : coordinator_->stalled(shutdownAfter, now)) {
       std::string message = "operation '" + s.name + "' timed out after " +
                             std::to_string(static_cast<int>(s.waitedSeconds)) + " s: ranks " +
                             rankList(s.missing) + " did not submit it (submitted by ranks " +
@@ -205,12 +207,6 @@ void Negotiator::inspectStalls(std::vector<Response>* out) {
     }
   }
   if (newWarning) dumpRecorder("stall on rank 0 of the communicator");
-}
-
-double Negotiator::closeTimeoutSeconds(const Config& config) {
-  constexpr double kDefaultCloseTimeoutSeconds = 60.0;
-  return config.stallShutdownSeconds > 0 ? config.stallShutdownSeconds
-                                         : kDefaultCloseTimeoutSeconds;
 }
 
 void Negotiator::dumpRecorder(const std::string& why) const {
@@ -237,10 +233,12 @@ Status Negotiator::waitControl(backends::PendingPtr& step, const char* what) {
   double closingSince = roundClosing_ ? 0.0 : -1.0;
   auto onSlow = [&](double waited) -> Status {
     const int rank = channel_.rank();
+    // A peer that gave up will never take part again: fail now with its reason.
+    HCOLL_RETURN_IF_ERROR(liveness_.poll());
     if (closingSince < 0 && closeRequested_ != nullptr && closeRequested_->load()) {
       closingSince = waited;
     }
-    if (closingSince >= 0 && waited - closingSince >= closeTimeoutSeconds(config_)) {
+    if (closingSince >= 0 && waited - closingSince >= liveness_.closeTimeoutSeconds()) {
       std::string message = "closing the communicator: the other ranks did not take part for " +
                             std::to_string(static_cast<int>(waited)) +
                             " s (they may have exited); closed locally on rank " +
@@ -257,8 +255,8 @@ Status Negotiator::waitControl(backends::PendingPtr& step, const char* what) {
           rank, waited, what, channel_.size() - 1, pendingNames());
       dumpRecorder("stall: negotiation round waiting for other ranks");
     }
-    if (!roundClosing_ && config_.stallShutdownSeconds > 0 &&
-        waited >= config_.stallShutdownSeconds) {
+    const double shutdownAfter = liveness_.stallShutdownSeconds();
+    if (!roundClosing_ && shutdownAfter > 0 && waited >= shutdownAfter) {
       std::string message =
           "timed out after " + std::to_string(static_cast<int>(waited)) +
           " s: the other ranks of the communicator did not all join the negotiation of " +

@@ -13,6 +13,7 @@
 #include "runtime/config.h"
 #include "runtime/coordinator.h"
 #include "runtime/flight_recorder.h"
+#include "runtime/liveness.h"
 #include "runtime/local_op.h"
 #include "runtime/logging.h"
 #include "runtime/response_cache.h"
@@ -24,23 +25,23 @@ struct RoundResult {
   size_t fromCache = 0;             // the first `fromCache` responses were replayed from the cache
   bool slowPath = false;
   bool allClosing = false;          // every rank is destroying the communicator
+  bool anyClosing = false;          // some rank is: this was the communicator's last round
 };
 
 class Negotiator {
  public:
   // `recorder` (may be null) is dumped on a stall or a timeout.
-  Negotiator(backends::Channel& channel, const Config& config, const std::atomic<bool>& abort,
-             std::shared_ptr<spdlog::logger> log, const FlightRecorder* recorder = nullptr);
+  Negotiator(backends::Channel& channel, const Config& config, Liveness& liveness,
+             const std::atomic<bool>& abort, std::shared_ptr<spdlog::logger> log,
+             const FlightRecorder* recorder = nullptr);
 
   // Runs one round over `pending` (ops this rank submitted); `closing`: this rank is destroying
   // the communicator. Fails if the backend failed or the communicator was aborted; with kTimeout
   // if peers did not join the round within the stall shutdown time; with kShutDown if, while
-  // closing, they did not within the close bound. After a failure a control-plane collective is
-  // left outstanding, so the communicator cannot be used any more.
+  // closing, they did not within the close bound; with a peer's failure if a peer gave up on the
+  // communicator meanwhile. After a failure a control-plane collective is left outstanding, so
+  // the communicator cannot be used any more.
   Status round(PendingOps& pending, bool closing, RoundResult* out);
-
-  // How long closing waits for peers that may have exited before giving up locally.
-  static double closeTimeoutSeconds(const Config& config);
 
   // `flag` becomes true when the communicator is asked to close (destroy, shutdown). A round
   // already waiting for peers then gives up after the close bound too, instead of waiting for
@@ -63,6 +64,7 @@ class Negotiator {
 
   backends::Channel& channel_;
   const Config& config_;
+  Liveness& liveness_;
   const std::atomic<bool>& abort_;
   std::shared_ptr<spdlog::logger> log_;
   ResponseCache cache_;

@@ -1,12 +1,15 @@
 #include "runtime/runtime.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <limits>
 
 #include "backends/mpi/mpi_backend.h"
 #include "fusion/fusion_allocator.h"
 #include "runtime/flight_recorder.h"
 #include "runtime/logging.h"
 #include "runtime/output_pool.h"
+#include "runtime/settings_check.h"
 
 namespace hcoll::runtime {
 namespace {
@@ -15,8 +18,13 @@ std::mutex gLifecycleMutex;  // serializes initialize and shutdown
 std::shared_ptr<Runtime> gRuntime;
 std::mutex gCurrentMutex;  // guards the gRuntime pointer itself
 
-void shutdownBeforeFinalize() {
+// Runs at process exit and at the application's MPI_Finalize: shuts hcoll down (so that peers
+// learn this rank leaves) and says whether finalizing MPI is safe, i.e. no communicator of this
+// process saw a peer leave or give up, or gave up itself (then MPI_Finalize, which waits for
+// every peer, could wait forever).
+bool shutdownBeforeFinalize() {
   Runtime::shutdown();
+  return !Communicator::anyTroubled();
 }
 
 }  // namespace
@@ -43,6 +51,8 @@ Status Runtime::initialize(const InitOptions& options) {
   }
   std::unique_ptr<backends::Channel> channel;
   HCOLL_RETURN_IF_ERROR(rt->backend_->world(&channel));
+  HCOLL_RETURN_IF_ERROR(agreeOnSettings(*channel, &rt->config_));
+  fusion::FusionAllocator::instance().setThreshold(rt->config_.fusionThresholdBytes);
   HCOLL_RETURN_IF_ERROR(rt->adopt(std::move(channel), &rt->world_));
   logging::get("runtime")->info("initialized: {} ranks, fusion threshold {} bytes, cache {}",
                                 rt->world_->size(), rt->config_.fusionThresholdBytes,
@@ -158,6 +168,63 @@ Status Runtime::fromMpi(int handle, std::shared_ptr<Communicator>* out) {
   std::unique_ptr<backends::Channel> channel;
   HCOLL_RETURN_IF_ERROR(backend_->fromFortranHandle(handle, &channel));
   return adopt(std::move(channel), out);
+}
+
+Status Runtime::setTimeout(Communicator& comm, double seconds) {
+  // An allreduce of {s, -s} with MIN gives {min, -max}: every rank learns whether all passed the
+  // same value from the same result, so all succeed or all fail alike. A refusal (seconds < 0:
+  // the caller's value was invalid) contributes {-1, -inf}, which no valid value matches.
+  const bool refused = seconds < 0;
+  double values[2] = {refused ? -1.0 : seconds,
+                      refused ? -std::numeric_limits<double>::infinity() : -seconds};
+  auto op = std::make_unique<LocalOp>();
+  op->spec.kind = OpKind::kAllreduce;
+  op->spec.op = ReduceOp::kMin;
+  op->spec.name = "hcoll_comm_set_timeout." + std::to_string(comm.nextTimeoutChange());
+  op->spec.members.push_back(MemberSpec{DataType::kFloat64, {2}});
+  TensorDesc t;
+  t.data = values;
+  t.dtype = DataType::kFloat64;
+  t.shape = {2};
+  op->inputs.push_back(t);
+  op->outputs.push_back(t);
+  auto request = newRequest();
+  op->request = request;
+  HCOLL_RETURN_IF_ERROR(comm.submit(std::move(op)));
+  if (Code code = request->wait(-1); code != Code::kSuccess) {
+    return Status(code, request->errorMessage());
+  }
+  if (values[0] < 0) {
+    return Status(refused ? Code::kInvalidArgument : Code::kMismatch,
+                  "a rank passed an invalid timeout; the communicator keeps its timeout");
+  }
+  if (values[0] != -values[1]) {
+    char buf[160];
+    std::snprintf(buf, sizeof(buf),
+                  "the ranks passed different timeouts (from %.17g to %.17g s); the "
+                  "communicator keeps its timeout",
+                  values[0], -values[1]);
+    return Status(Code::kMismatch, buf);
+  }
+  comm.setStallShutdownSeconds(seconds);
+  return Status::ok();
+}
+
+void Runtime::abortJob(const std::string& reason) {
+  logging::get("runtime")->critical("hcoll_abort: {}", reason);
+  if (auto rt = current()) {
+    std::vector<std::shared_ptr<Communicator>> live;
+    {
+      std::lock_guard<std::mutex> lock(rt->commsMutex_);
+      for (auto& weak : rt->comms_) {
+        if (auto c = weak.lock()) live.push_back(std::move(c));
+      }
+    }
+    // Best effort, about a second per communicator at most: the job ends right after anyway.
+    for (auto& c : live) c->announceAbort(reason);
+  }
+  logging::get("runtime")->flush();
+  backends::mpi::abortJob(1);
 }
 
 Status Runtime::destroy(const std::shared_ptr<Communicator>& comm) {

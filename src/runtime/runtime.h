@@ -41,6 +41,12 @@ class Runtime {
   // rank forever, then returns `why`. `kind` is kCommSplit or kCommCreate.
   Status refuseCommOp(Communicator& parent, OpKind kind, Status why);
   Status fromMpi(int handle, std::shared_ptr<Communicator>* out);
+  // Collective over comm's members; blocks. Sets comm's stall shutdown time (0 = never) on every
+  // rank, or fails with MISMATCH on every rank when they passed different values.
+  Status setTimeout(Communicator& comm, double seconds);
+  // hcoll_abort: logs `reason`, tells the peers of every communicator (best effort, bounded) and
+  // ends the job. Works initialized or not.
+  [[noreturn]] static void abortJob(const std::string& reason);
   // Collective: drains and stops `comm` (not the world).
   Status destroy(const std::shared_ptr<Communicator>& comm);
 

@@ -53,3 +53,44 @@ add_executable(hcoll-reliability-unit reliability/test_flight_recorder.cc)
 target_link_libraries(hcoll-reliability-unit PRIVATE hcoll_internal Catch2::Catch2)
 add_test(NAME reliability_unit COMMAND hcoll-reliability-unit)
 set_tests_properties(reliability_unit PROPERTIES TIMEOUT 60 LABELS "unit;reliability")
+
+# Members that leave, abort or are configured differently (test_leave.cc): every job must end
+# within its bound, with the expected status and no FAIL line (run_bounded.sh). Default
+# settings: what a user gets.
+add_executable(hcoll-test-leave reliability/test_leave.cc)
+target_link_libraries(hcoll-test-leave PRIVATE hcoll::hcoll Threads::Threads)
+set(run_bounded ${CMAKE_CURRENT_SOURCE_DIR}/reliability/run_bounded.sh)
+function(hcoll_add_leave_test scenario np bound expect)
+  add_test(NAME leave.${scenario}.np${np}
+    COMMAND ${run_bounded} ${bound} ${expect}
+            ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+            $<TARGET_FILE:hcoll-test-leave> ${MPIEXEC_POSTFLAGS} ${scenario} ${ARGN})
+  set_tests_properties(leave.${scenario}.np${np} PROPERTIES
+    TIMEOUT 60 LABELS "mpi;reliability" PROCESSORS ${np})
+endfunction()
+hcoll_add_leave_test(return-from-main 2 5 zero ${CMAKE_CURRENT_BINARY_DIR}/leave-return.marker)
+hcoll_add_leave_test(shutdown-while-waiting 2 10 zero)
+hcoll_add_leave_test(destroy-split 2 10 zero)
+hcoll_add_leave_test(idle-peer 2 10 zero)
+hcoll_add_leave_test(np3-leave 3 15 zero)
+hcoll_add_leave_test(abort 2 5 nonzero)
+hcoll_add_leave_test(set-timeout 2 15 zero ${CMAKE_CURRENT_BINARY_DIR}/leave-timeout.done)
+hcoll_add_leave_test(stuck-transfer 2 30 any ${CMAKE_CURRENT_BINARY_DIR}/leave-stuck.pid)
+hcoll_add_leave_test(killed-transfer 2 30 any ${CMAKE_CURRENT_BINARY_DIR}/leave-killed.pid)
+
+# Each setting that changes what ranks send or how they match, different on rank 1: initialize
+# fails with INVALID_ARGUMENT naming it on every rank (MPMD launch: one environment per rank).
+foreach(setting "HCOLL_FUSION_THRESHOLD;1048576;0" "HCOLL_CACHE_CAPACITY;1;1024"
+                "HCOLL_STALL_SHUTDOWN_TIME_SECONDS;600;0.5")
+  list(GET setting 0 var)
+  list(GET setting 1 value0)
+  list(GET setting 2 value1)
+  add_test(NAME settings.${var}.np2
+    COMMAND ${run_bounded} 15 zero
+            ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 1 -env ${var} ${value0}
+            $<TARGET_FILE:hcoll-test-leave> settings-differ ${var} :
+            ${MPIEXEC_NUMPROC_FLAG} 1 -env ${var} ${value1}
+            $<TARGET_FILE:hcoll-test-leave> settings-differ ${var})
+  set_tests_properties(settings.${var}.np2 PROPERTIES
+    TIMEOUT 60 LABELS "mpi;reliability" PROCESSORS 2)
+endforeach()

@@ -177,6 +177,8 @@ struct Fixture {
   OneRank channel;
   hcoll::runtime::Config config;
   std::atomic<bool> abort{false};
+  std::atomic<bool> closeRequested{false};
+  hcoll::runtime::Liveness liveness{channel, 0.0};
   hcoll::runtime::CommStats stats;
   std::vector<std::pair<std::string, Status>> finishedOps;
   float data[2][4] = {{1, 2, 3, 4}, {5, 6, 7, 8}};
@@ -194,7 +196,7 @@ struct Fixture {
 
   void runBatch() {
     hcoll::runtime::Executor executor(
-        channel, config, abort, stats,
+        channel, config, liveness, closeRequested, abort, stats,
         [this](std::unique_ptr<hcoll::runtime::LocalOp> op, const Status& s) {
           finishedOps.emplace_back(op->spec.name, s);
         });

@@ -1,6 +1,9 @@
 """The Python face of the C ABI: HcollError, lifecycle, Comm and Request."""
 
 import ctypes
+import os
+import sys
+import time
 
 from . import _lib
 from . import _tensor
@@ -41,9 +44,78 @@ def _fint(mpi_comm):
 # Lifecycle and information
 # ------------------------------------------------------------------------------------------------
 
+# Shared-object name prefixes of the MPI families: one process can use only one of them.
+_MPI_LIBRARIES = {"MPICH": ("libmpich",), "Open MPI": ("libmpi.so",)}
+
+
+def _mapped_mpis():
+    """{family: path} of the MPI libraries this process has loaded (Linux /proc/self/maps)."""
+    found = {}
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.split(None, 5)[-1].strip() if line.count(" ") >= 5 else ""
+                base = os.path.basename(path)
+                for family, prefixes in _MPI_LIBRARIES.items():
+                    if any(base.startswith(p) for p in prefixes):
+                        found.setdefault(family, path)
+    except OSError:
+        pass
+    return found
+
+
+def _check_single_mpi():
+    """Raises before any MPI call when the process has loaded another MPI than the one this
+    hcoll was built against (typically Debian's mpi4py, built with Open MPI, next to an MPICH
+    build of hcoll): their symbols would mix and MPI would crash."""
+    built = mpi_version()
+    family = "Open MPI" if built.startswith("Open MPI") else "MPICH"
+    others = {f: p for f, p in _mapped_mpis().items() if f != family}
+    if others:
+        other, path = next(iter(others.items()))
+        raise HcollError(_lib.ERR_UNSUPPORTED,
+                         f"this hcoll ({lib.hcoll_path}) was built against {built}, but the "
+                         f"process has also loaded {other} ({path}; mpi4py?): one process can "
+                         f"use only one MPI. Use an hcoll built with -DHCOLL_MPI="
+                         f"{'openmpi' if other == 'Open MPI' else 'mpich'} (or an mpi4py built "
+                         f"against {family})")
+
+
+def mpi_version():
+    """The MPI this library was built against, e.g. "MPICH 4.0.2"."""
+    return lib.hcoll_mpi_version().decode()
+
+
+def abort(reason=""):
+    """Ends the whole job (hcoll_abort): logs `reason`, tells the peers, MPI_Abort. Never
+    returns."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    lib.hcoll_abort(str(reason).encode(errors="replace"))
+
+
+def abort_on_exception():
+    """Opt-in: an uncaught exception in this process aborts the whole job at once (through
+    hcoll_abort, after printing the traceback), as `python -m mpi4py` does, instead of leaving
+    the peers to notice that this rank left. Returns the previous sys.excepthook."""
+    previous = sys.excepthook
+
+    def hook(kind, value, tb):
+        previous(kind, value, tb)
+        if issubclass(kind, (KeyboardInterrupt, SystemExit)) and not is_initialized():
+            return
+        abort(f"uncaught {kind.__name__}: {value}")
+
+    sys.excepthook = hook
+    return previous
+
+
 def initialize(mpi_comm=None):
     """Initializes hcoll (collective). `mpi_comm`: the world as an mpi4py communicator or a
-    Fortran handle; None = MPI_COMM_WORLD. Initializes MPI unless it (or mpi4py) already did."""
+    Fortran handle; None = MPI_COMM_WORLD. Initializes MPI unless it (or mpi4py) already did.
+    Raises HcollError(ERR_UNSUPPORTED) before touching MPI if the process has loaded a different
+    MPI than the one this hcoll was built against."""
+    _check_single_mpi()
     params = _lib.InitParams()
     if mpi_comm is not None:
         params.mask |= _lib.INIT_FIELD_MPI_COMM
@@ -139,14 +211,30 @@ class Request:
         """True once complete (raises HcollError if the operation failed), False while in flight."""
         return _check(lib.hcoll_test(self._h()), self._message()) == _lib.SUCCESS
 
+    # wait() blocks in C for at most this long at a time, so that Ctrl-C (KeyboardInterrupt,
+    # raised by Python between two slices) interrupts it promptly.
+    _WAIT_SLICE = 0.05
+
     def wait(self, timeout=None):
         """Blocks until complete (timeout None = forever). Returns True when complete, False when
-        `timeout` seconds passed first (the request stays valid); raises HcollError on failure."""
-        s = lib.hcoll_wait(self._h(), -1.0 if timeout is None else float(timeout))
-        if s == _lib.ERR_TIMEOUT and lib.hcoll_test(self._handle) == _lib.IN_PROGRESS:
-            return False
-        _check(s)
-        return True
+        `timeout` seconds passed first (the request stays valid); raises HcollError on failure.
+        Interruptible: KeyboardInterrupt arrives within ~50 ms of SIGINT, the request still
+        valid."""
+        h = self._h()
+        deadline = None if timeout is None else time.monotonic() + max(0.0, float(timeout))
+        while True:
+            left = self._WAIT_SLICE if deadline is None else min(
+                self._WAIT_SLICE, max(0.0, deadline - time.monotonic()))
+            s = lib.hcoll_wait(h, left)
+            # A slice that ran out: IN_PROGRESS (or TIMEOUT from libraries older than the
+            # IN_PROGRESS contract, told apart by hcoll_test).
+            if s == _lib.IN_PROGRESS or (s == _lib.ERR_TIMEOUT and
+                                         lib.hcoll_test(h) == _lib.IN_PROGRESS):
+                if deadline is not None and time.monotonic() >= deadline:
+                    return False
+                continue
+            _check(s, self._message() if s < 0 else None)
+            return True
 
     def _message(self):
         m = lib.hcoll_request_error(self._h()) if self._handle is not None else None
@@ -254,6 +342,12 @@ class Comm:
         s = _lib.CommStats(mask=_lib.COMM_STATS_FIELD_ALL)
         _check(lib.hcoll_comm_stats(self._h(), ctypes.byref(s)))
         return {f: getattr(s, f) for f in _lib.STATS_FIELDS}
+
+    def set_timeout(self, seconds):
+        """Collective: this communicator's stall shutdown time (0 = never). An operation some
+        members never submit, or a collective that does not complete, within it fails with
+        ERR_TIMEOUT on every member. All members must pass the same value (else ERR_MISMATCH)."""
+        _check(lib.hcoll_comm_set_timeout(self._h(), float(seconds)))
 
     def split(self, color, key=0):
         """MPI_Comm_split semantics; color None/UNDEFINED (or negative) returns None."""

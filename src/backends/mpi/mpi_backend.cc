@@ -2,8 +2,12 @@
 
 #include <mpi.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
+#include <fstream>
 #include <mutex>
+#include <string>
 
 #include "backends/mpi/mpi_channel.h"
 #include "backends/mpi/mpi_types.h"
@@ -12,14 +16,65 @@ namespace hcoll::backends::mpi {
 namespace {
 
 std::once_flag gAtExitOnce;
-void (*gBeforeFinalize)() = nullptr;
+bool (*gBeforeFinalize)() = nullptr;
 bool gOwnsMpi = false;
 
-void finalizeAtExit() {
-  if (gBeforeFinalize != nullptr) gBeforeFinalize();
-  int finalized = 0;
+bool mpiUsable() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
+  return initialized && !finalized;
+}
+
+// At process exit: hcoll shuts down (announcing its leave to the peers), then MPI initialized by
+// hcoll is finalized, unless that could wait for peers that will never finalize.
+void finalizeAtExit() {
+  if (!mpiUsable()) return;
+  const bool safe = gBeforeFinalize == nullptr || gBeforeFinalize();
+  if (gOwnsMpi && safe) MPI_Finalize();
+}
+
+// Attributes of MPI_COMM_SELF are deleted first thing in MPI_Finalize (MPI-2, 8.7.1): the hook
+// that shuts hcoll down when the application finalizes MPI while hcoll is still initialized.
+int onSelfAttributeDelete(MPI_Comm, int, void*, void*) {
+  if (gBeforeFinalize != nullptr) (void)gBeforeFinalize();
+  return MPI_SUCCESS;
+}
+
+#if defined(MPICH_VERSION)
+constexpr const char* kBuiltAgainst = "MPICH " MPICH_VERSION;
+constexpr const char* kOwnLibrary = "libmpich";
+constexpr const char* kForeignLibrary = "libmpi.so";  // Open MPI
+constexpr const char* kForeignName = "Open MPI";
+#elif defined(OMPI_MAJOR_VERSION)
+#define HCOLL_STR2_(x) #x
+#define HCOLL_STR_(x) HCOLL_STR2_(x)
+constexpr const char* kBuiltAgainst = "Open MPI " HCOLL_STR_(OMPI_MAJOR_VERSION) "." HCOLL_STR_(
+    OMPI_MINOR_VERSION) "." HCOLL_STR_(OMPI_RELEASE_VERSION);
+constexpr const char* kOwnLibrary = "libmpi.so";
+constexpr const char* kForeignLibrary = "libmpich";
+constexpr const char* kForeignName = "MPICH";
+#else
+constexpr const char* kBuiltAgainst = "an unknown MPI";
+constexpr const char* kOwnLibrary = nullptr;
+constexpr const char* kForeignLibrary = nullptr;
+constexpr const char* kForeignName = nullptr;
+#endif
+
+// The path of a mapped library of the other MPI family, or "" (Linux: /proc/self/maps).
+std::string foreignMpiLoaded() {
+  if (kForeignLibrary == nullptr) return "";
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    const auto slash = line.rfind('/');
+    if (slash == std::string::npos) continue;
+    const std::string file = line.substr(slash + 1);
+    if (file.rfind(kForeignLibrary, 0) == 0 && file.find(kOwnLibrary) == std::string::npos) {
+      return line.substr(line.find('/'));
+    }
+  }
+  return "";
 }
 
 // Makes MPI report errors instead of aborting while a user-supplied handle is examined, then
@@ -87,8 +142,24 @@ class MpiBackend final : public Backend {
 
 }  // namespace
 
-Status createBackend(std::optional<int> worldHandle, void (*beforeFinalize)(),
+const char* builtAgainst() { return kBuiltAgainst; }
+
+void abortJob(int exitCode) {
+  if (mpiUsable()) MPI_Abort(MPI_COMM_WORLD, exitCode);
+  ::_exit(exitCode);  // MPI_Abort returned (it should not), or there is no MPI to abort
+}
+
+Status createBackend(std::optional<int> worldHandle, bool (*beforeFinalize)(),
                      std::unique_ptr<Backend>* out) {
+  if (std::string foreign = foreignMpiLoaded(); !foreign.empty()) {
+    return Status(Code::kUnsupported,
+                  std::string("this hcoll was built against ") + kBuiltAgainst +
+                      " but the process has also loaded " + kForeignName + " (" + foreign +
+                      ", e.g. through mpi4py): one process can use only one MPI. Use an hcoll "
+                      "built for " + kForeignName + " (cmake -DHCOLL_MPI=" +
+                      (std::string(kForeignName) == "MPICH" ? "mpich" : "openmpi") + ")");
+  }
+  gBeforeFinalize = beforeFinalize;
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
@@ -100,9 +171,16 @@ Status createBackend(std::optional<int> worldHandle, void (*beforeFinalize)(),
       return mpiError("MPI_Init_thread", rc);
     }
     gOwnsMpi = true;
-    gBeforeFinalize = beforeFinalize;
-    std::call_once(gAtExitOnce, [] { std::atexit(finalizeAtExit); });
   }
+  // Always: a process that exits without hcoll_shutdown still announces its leave to its peers.
+  std::call_once(gAtExitOnce, [] {
+    std::atexit(finalizeAtExit);
+    int keyval = MPI_KEYVAL_INVALID;
+    if (MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, onSelfAttributeDelete, &keyval, nullptr) ==
+        MPI_SUCCESS) {
+      MPI_Comm_set_attr(MPI_COMM_SELF, keyval, nullptr);
+    }
+  });
   int provided = 0;
   MPI_Query_thread(&provided);
   if (provided < MPI_THREAD_MULTIPLE) {

@@ -9,10 +9,23 @@
 namespace hcoll::backends::mpi {
 
 // Initializes MPI with MPI_THREAD_MULTIPLE unless the application already did (then it must have
-// provided MPI_THREAD_MULTIPLE). MPI initialized here is finalized at process exit, after
-// `beforeFinalize` ran, because MPI cannot be initialized twice in one process.
+// provided MPI_THREAD_MULTIPLE). `beforeFinalize` runs at process exit and when the application
+// finalizes MPI itself (hcoll must be shut down before MPI goes); it returns whether MPI may be
+// finalized. MPI initialized here is finalized at process exit (MPI cannot be initialized twice
+// in one process) unless beforeFinalize said no: MPI_Finalize waits for every peer to finalize
+// too, and peers that left, gave up or are stuck may never do so. Skipping it makes the
+// launcher end the job (MPICH's hydra kills the other processes of a job when one exits without
+// finalizing), which is what a job whose peers failed needs.
 // worldHandle: the Fortran handle of the communicator to use as world (default MPI_COMM_WORLD).
-Status createBackend(std::optional<int> worldHandle, void (*beforeFinalize)(),
+// Fails with UNSUPPORTED, before any MPI call, when the process has loaded a different MPI
+// library (e.g. Open MPI through mpi4py against an MPICH build): their symbols would mix.
+Status createBackend(std::optional<int> worldHandle, bool (*beforeFinalize)(),
                      std::unique_ptr<Backend>* out);
+
+// The MPI this library was built against, e.g. "MPICH 4.0.2" (no MPI call).
+const char* builtAgainst();
+
+// Ends the whole job (MPI_Abort on the world when MPI is usable, else _exit): hcoll_abort.
+[[noreturn]] void abortJob(int exitCode);
 
 }  // namespace hcoll::backends::mpi

@@ -1,6 +1,10 @@
 #include "backends/mpi/mpi_channel.h"
 
+#include <chrono>
 #include <climits>
+#include <cstring>
+#include <random>
+#include <thread>
 
 #include "backends/mpi/mpi_pending.h"
 #include "backends/mpi/mpi_types.h"
@@ -10,6 +14,11 @@ namespace {
 
 constexpr int kGatherTag = 1;
 constexpr int kBroadcastTag = 2;
+constexpr int kNoticeTag = 3;
+// A notice: [channel id u64][kind u8][code i32][text]; the text is cut to fit.
+constexpr size_t kNoticeHeader = 8 + 1 + 4;
+constexpr size_t kMaxNoticeBytes = 1024;
+constexpr auto kNoticeSendBound = std::chrono::seconds(1);
 
 // Receives one message of unknown size from `source` once it arrived (MPI_Improbe + MPI_Mrecv).
 bool tryReceive(MPI_Comm comm, int source, int tag, std::vector<uint8_t>* out, Status* status) {
@@ -199,9 +208,105 @@ Status MpiChannel::make(CommHandle base, std::unique_ptr<Channel>* out) {
   CommHandle localHandle(local);
   MPI_Comm_rank(local, &ch->localRank_);
   MPI_Comm_size(local, &ch->localSize_);
+  if (ch->rank_ == 0) {
+    std::random_device entropy;
+    ch->noticeId_ = (static_cast<uint64_t>(entropy()) << 32) ^ entropy();
+  }
+  if (int rc = MPI_Bcast(&ch->noticeId_, 1, MPI_UINT64_T, 0, base.get()); rc != MPI_SUCCESS) {
+    return mpiError("MPI_Bcast", rc);
+  }
   ch->control_ = std::move(base);
+  ch->postNoticeReceive();
   *out = std::move(ch);
   return Status::ok();
+}
+
+MpiChannel::~MpiChannel() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized || noticeReceive_ == MPI_REQUEST_NULL) return;
+  // A receive can always be cancelled; it must complete before its buffer goes.
+  MPI_Cancel(&noticeReceive_);
+  MPI_Wait(&noticeReceive_, MPI_STATUS_IGNORE);
+}
+
+void MpiChannel::postNoticeReceive() {
+  noticeBuffer_.assign(kMaxNoticeBytes, 0);
+  if (MPI_Irecv(noticeBuffer_.data(), static_cast<int>(noticeBuffer_.size()), MPI_BYTE,
+                MPI_ANY_SOURCE, kNoticeTag, control_.get(), &noticeReceive_) != MPI_SUCCESS) {
+    noticeReceive_ = MPI_REQUEST_NULL;  // notices from peers will not be seen; rounds still bound
+  }
+}
+
+void MpiChannel::sendNotice(NoticeKind kind, Code code, const std::string& text) {
+  if (size_ <= 1) return;
+  // Owned past this call when a send does not complete in time (the transport may still read
+  // it): then it is deliberately leaked, with its requests freed.
+  auto* message = new std::vector<uint8_t>(kNoticeHeader);
+  std::memcpy(message->data(), &noticeId_, 8);
+  (*message)[8] = static_cast<uint8_t>(kind);
+  const int32_t c = static_cast<int32_t>(code);
+  std::memcpy(message->data() + 9, &c, 4);
+  message->insert(message->end(), text.begin(),
+                  text.begin() + static_cast<std::ptrdiff_t>(
+                                     std::min(text.size(), kMaxNoticeBytes - kNoticeHeader)));
+  std::vector<MPI_Request> sends;
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    MPI_Request req = MPI_REQUEST_NULL;
+    if (MPI_Isend(message->data(), static_cast<int>(message->size()), MPI_BYTE, r, kNoticeTag,
+                  control_.get(), &req) == MPI_SUCCESS) {
+      sends.push_back(req);
+    }
+  }
+  const auto deadline = std::chrono::steady_clock::now() + kNoticeSendBound;
+  int done = 0;
+  while (!sends.empty()) {
+    if (MPI_Testall(static_cast<int>(sends.size()), sends.data(), &done, MPI_STATUSES_IGNORE) !=
+            MPI_SUCCESS ||
+        done || std::chrono::steady_clock::now() > deadline) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  if (done || sends.empty()) {
+    delete message;
+    return;
+  }
+  for (MPI_Request& req : sends) {
+    if (req != MPI_REQUEST_NULL) MPI_Request_free(&req);
+  }
+}
+
+bool MpiChannel::pollNotice(Notice* out) {
+  while (noticeReceive_ != MPI_REQUEST_NULL) {
+    int done = 0;
+    MPI_Status status;
+    if (MPI_Test(&noticeReceive_, &done, &status) != MPI_SUCCESS || !done) return false;
+    int bytes = 0;
+    MPI_Get_count(&status, MPI_BYTE, &bytes);
+    const size_t n = bytes > 0 ? static_cast<size_t>(bytes) : 0;
+    uint64_t id = 0;
+    bool ours = n >= kNoticeHeader;
+    if (ours) {
+      std::memcpy(&id, noticeBuffer_.data(), 8);
+      ours = id == noticeId_ && (noticeBuffer_[8] == static_cast<uint8_t>(NoticeKind::kClosing) ||
+                                 noticeBuffer_[8] == static_cast<uint8_t>(NoticeKind::kGone));
+    }
+    if (ours) {
+      out->rank = status.MPI_SOURCE;
+      out->kind = static_cast<NoticeKind>(noticeBuffer_[8]);
+      int32_t c = 0;
+      std::memcpy(&c, noticeBuffer_.data() + 9, 4);
+      out->code = c < 0 && c >= static_cast<int32_t>(Code::kInternal) ? static_cast<Code>(c)
+                                                                      : Code::kShutDown;
+      out->text.assign(noticeBuffer_.begin() + kNoticeHeader,
+                       noticeBuffer_.begin() + static_cast<std::ptrdiff_t>(n));
+    }
+    postNoticeReceive();
+    if (ours) return true;  // else: a stale notice of a freed communicator; look again
+  }
+  return false;
 }
 
 PendingPtr MpiChannel::allreduceBitsAnd(uint64_t* words, size_t count) {

@@ -61,8 +61,14 @@ class MpiChannel final : public Channel {
   Status split(int color, int key, std::unique_ptr<Channel>* out) override;
   Status create(const std::vector<int32_t>& ranks, std::unique_ptr<Channel>* out) override;
 
+  void sendNotice(NoticeKind kind, Code code, const std::string& text) override;
+  bool pollNotice(Notice* out) override;
+
+  ~MpiChannel() override;
+
  private:
   MpiChannel() = default;
+  void postNoticeReceive();
 
   CommHandle control_;
   CommHandle data_;
@@ -70,6 +76,12 @@ class MpiChannel final : public Channel {
   int size_ = 1;
   int localRank_ = 0;
   int localSize_ = 1;
+  // Notices travel on control_ with their own tag. A context id can be reused by a later
+  // communicator once this one is freed, so every notice carries this channel's id, agreed at
+  // creation, and a notice with another id is dropped.
+  uint64_t noticeId_ = 0;
+  std::vector<uint8_t> noticeBuffer_;
+  MPI_Request noticeReceive_ = MPI_REQUEST_NULL;
 };
 
 }  // namespace hcoll::backends::mpi

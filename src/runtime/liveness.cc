@@ -1,0 +1,53 @@
+#include "runtime/liveness.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace hcoll::runtime {
+
+Liveness::Liveness(backends::Channel& channel, double stallShutdownSeconds)
+    : channel_(channel), stallShutdown_(stallShutdownSeconds) {}
+
+Status Liveness::poll() {
+  backends::Channel::Notice notice;
+  while (gone_.isOk() && channel_.pollNotice(&notice)) {
+    if (notice.kind == backends::Channel::NoticeKind::kClosing) {
+      closingRanks_.insert(notice.rank);
+      joinRequested_ = true;
+      continue;
+    }
+    gone_ = Status(notice.code, "rank " + std::to_string(notice.rank) +
+                                    " gave up on the communicator: " + notice.text);
+  }
+  return gone_;
+}
+
+std::string Liveness::closingRanksText() const {
+  if (closingRanks_.empty()) return "another rank";
+  std::string s = closingRanks_.size() == 1 ? "rank " : "ranks ";
+  bool first = true;
+  for (int r : closingRanks_) {
+    s += (first ? "" : ", ") + std::to_string(r);
+    first = false;
+  }
+  return s;
+}
+
+void Liveness::announceClosing() {
+  if (announcedClosing_ || announcedGone_) return;
+  announcedClosing_ = true;
+  channel_.sendNotice(backends::Channel::NoticeKind::kClosing, Code::kShutDown, "closing");
+}
+
+void Liveness::announceGone(const Status& failure) {
+  if (announcedGone_) return;
+  announcedGone_ = true;
+  channel_.sendNotice(backends::Channel::NoticeKind::kGone, failure.code(), failure.message());
+}
+
+double Liveness::closeTimeoutSeconds() const {
+  const double stall = stallShutdownSeconds();
+  return stall > 0 ? std::min(stall, kMaxCloseSeconds) : kMaxCloseSeconds;
+}
+
+}  // namespace hcoll::runtime
