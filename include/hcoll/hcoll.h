@@ -163,8 +163,13 @@ HCOLL_API hcoll_status_t hcoll_shutdown(void);
 /* Returns 1 if hcoll is initialized, else 0. */
 HCOLL_API int hcoll_is_initialized(void);
 
-/* [out] major, minor, patch: the library's version; each may be NULL. Returns SUCCESS. */
-HCOLL_API hcoll_status_t hcoll_get_version(int* major, int* minor, int* patch);
+/* [out] major, minor, patch: the version of the library loaded at run time (HCOLL_VERSION_* are
+ * the header's); each may be NULL. Never named hcoll_get_version: NVIDIA's unrelated HCOLL exports
+ * `const char* hcoll_get_version(void)`, which Open MPI calls. Returns SUCCESS. */
+HCOLL_API hcoll_status_t hcoll_version(int* major, int* minor, int* patch);
+
+/* Returns the loaded library's version as a static string, "major.minor.patch" (never NULL). */
+HCOLL_API const char* hcoll_version_string(void);
 
 /* Returns a static string describing `status` (never NULL; "unknown status" for other values). */
 HCOLL_API const char* hcoll_status_string(hcoll_status_t status);
@@ -305,8 +310,11 @@ HCOLL_API hcoll_status_t hcoll_join(hcoll_comm_t comm, hcoll_request_t* req);
 /* Returns IN_PROGRESS, SUCCESS, the operation's error, or INVALID_HANDLE. Does not block. */
 HCOLL_API hcoll_status_t hcoll_test(hcoll_request_t req);
 
-/* Blocks until the request completes or `timeout_s` seconds passed (< 0: forever). Returns the
- * operation's status, TIMEOUT (the request stays valid and in flight) or INVALID_HANDLE. */
+/* Blocks until the request completes or `timeout_s` seconds passed (< 0: forever; 0: a test).
+ * Returns SUCCESS, IN_PROGRESS when `timeout_s` passed first (not an error: the operation goes
+ * on, the request stays valid; wait again or test later), the operation's error (MISMATCH,
+ * TIMEOUT = the operation failed by the stall timeout, SHUT_DOWN, BACKEND, ...), INVALID_ARGUMENT
+ * (timeout_s is NaN) or INVALID_HANDLE. */
 HCOLL_API hcoll_status_t hcoll_wait(hcoll_request_t req, double timeout_s);
 
 /* [out] out: output i of a completed allgather, alltoall, reducescatter (i < group size) or join

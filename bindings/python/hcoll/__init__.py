@@ -17,13 +17,14 @@ from ._lib import (ERR_BACKEND, ERR_DUPLICATE_NAME, ERR_INTERNAL, ERR_INVALID_AR
                    ERR_NOT_MEMBER, ERR_SHUT_DOWN, ERR_TIMEOUT, ERR_UNSUPPORTED, IN_PROGRESS,
                    SUCCESS)
 from ._api import (Comm, HcollError, Request, initialize, is_initialized, last_error, nccl_built,
-                   shutdown, status_string, version, world)
+                   shutdown, status_string, version, version_string, world)
 
 library_path = _lib.lib.hcoll_path
 
 __all__ = [
     "Comm", "HcollError", "Request", "initialize", "is_initialized", "last_error", "nccl_built",
-    "shutdown", "status_string", "version", "world", "library_path",
+    "shutdown", "status_string", "version", "version_string", "world",
+    "library_path",
     "allreduce", "grouped_allreduce", "allgather", "grouped_allgather", "broadcast",
     "grouped_broadcast", "alltoall", "reducescatter", "grouped_reducescatter", "barrier", "join",
 ]

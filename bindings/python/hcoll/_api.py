@@ -64,8 +64,13 @@ def is_initialized():
 
 def version():
     v = [ctypes.c_int() for _ in range(3)]
-    _check(lib.hcoll_get_version(*[ctypes.byref(x) for x in v]))
+    _check(lib.hcoll_version(*[ctypes.byref(x) for x in v]))
     return tuple(x.value for x in v)
+
+
+def version_string():
+    """The loaded library's version, "major.minor.patch"."""
+    return lib.hcoll_version_string().decode()
 
 
 def status_string(status):
@@ -143,9 +148,9 @@ class Request:
         """Blocks until complete (timeout None = forever). Returns True when complete, False when
         `timeout` seconds passed first (the request stays valid); raises HcollError on failure."""
         s = lib.hcoll_wait(self._h(), -1.0 if timeout is None else float(timeout))
-        if s == _lib.ERR_TIMEOUT and lib.hcoll_test(self._handle) == _lib.IN_PROGRESS:
+        if s == _lib.IN_PROGRESS:  # only this wait timed out; ERR_TIMEOUT = the op failed
             return False
-        _check(s)
+        _check(s, self._message())
         return True
 
     def _message(self):
