@@ -20,7 +20,8 @@
   X(hcoll_alltoall) X(hcoll_reducescatter) X(hcoll_grouped_reducescatter) X(hcoll_barrier)     \
   X(hcoll_join) X(hcoll_test) X(hcoll_wait) X(hcoll_request_output)                            \
   X(hcoll_request_received_splits) X(hcoll_request_error) X(hcoll_request_free)               \
-  X(hcoll_version_string)
+  X(hcoll_version_string) X(hcoll_allgather_into) X(hcoll_grouped_allgather_into)            \
+  X(hcoll_alltoall_into) X(hcoll_reducescatter_into) X(hcoll_grouped_reducescatter_into)
 /* clang-format on */
 
 /* __typeof__ keeps each pointer's type tied to the header's declaration. */

@@ -83,6 +83,11 @@ class InitParams(ctypes.Structure):
     ]
 
 
+class OpOptions(ctypes.Structure):
+    """hcoll_op_options_t (mask-first; no option is defined yet, the binding passes NULL)."""
+    _fields_ = [("mask", ctypes.c_uint64)]
+
+
 STATS_FIELDS = ("cycles", "slow_path_negotiations", "cache_hits", "backend_calls",
                 "fused_tensors", "bytes", "queue_depth")
 
@@ -130,6 +135,15 @@ PROTOTYPES = {
     "hcoll_alltoall": (status_t, [comm_t, _c, _TENSOR_P, _P(ctypes.c_int64), _REQ_P]),
     "hcoll_reducescatter": (status_t, [comm_t, _c, _TENSOR_P, _i, _d, _d, _REQ_P]),
     "hcoll_grouped_reducescatter": (status_t, [comm_t, _c, _i, _TENSOR_P, _i, _d, _d, _REQ_P]),
+    "hcoll_allgather_into": (status_t, [comm_t, _c, _TENSOR_P, _TENSOR_P, _P(OpOptions), _REQ_P]),
+    "hcoll_grouped_allgather_into": (status_t, [comm_t, _c, _i, _TENSOR_P, _TENSOR_P,
+                                                _P(OpOptions), _REQ_P]),
+    "hcoll_alltoall_into": (status_t, [comm_t, _c, _TENSOR_P, _P(ctypes.c_int64), _TENSOR_P,
+                                       _P(OpOptions), _REQ_P]),
+    "hcoll_reducescatter_into": (status_t, [comm_t, _c, _TENSOR_P, _TENSOR_P, _i, _d, _d,
+                                            _P(OpOptions), _REQ_P]),
+    "hcoll_grouped_reducescatter_into": (status_t, [comm_t, _c, _i, _TENSOR_P, _TENSOR_P, _i, _d,
+                                                    _d, _P(OpOptions), _REQ_P]),
     "hcoll_barrier": (status_t, [comm_t, _REQ_P]),
     "hcoll_join": (status_t, [comm_t, _REQ_P]),
     "hcoll_test": (status_t, [request_t]),
