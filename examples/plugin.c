@@ -114,6 +114,13 @@ int main(int argc, char** argv) {
   CHECK(H.hcoll_request_output(req, 0, &out) == HCOLL_SUCCESS && out.shape[0] == size);
   CHECK(((const int32_t*)out.data)[0] == size - 1); /* new rank 0 is the last world rank */
   H.hcoll_request_free(req);
+  /* The same into the caller's own buffer (*_into): no runtime-owned output. */
+  int32_t gathered[64] = {0};
+  int64_t nrows[1] = {size};
+  hcoll_tensor_t tg = {gathered, HCOLL_INT32, 1, nrows, HCOLL_DEVICE_HOST, NULL};
+  CHECK(size <= 64 && H.hcoll_allgather_into(rev, NULL, &tm, &tg, NULL, &req) == HCOLL_SUCCESS);
+  CHECK(finish(req) == HCOLL_SUCCESS && gathered[0] == size - 1 && gathered[size - 1] == 0);
+  H.hcoll_request_free(req);
   hcoll_comm_stats_t st = {HCOLL_COMM_STATS_FIELD_ALL, 0, 0, 0, 0, 0, 0, 0};
   CHECK(H.hcoll_comm_stats(rev, &st) == HCOLL_SUCCESS && st.cycles > 0);
   CHECK(H.hcoll_comm_destroy(rev) == HCOLL_SUCCESS);

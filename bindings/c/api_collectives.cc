@@ -88,10 +88,10 @@ class Submission {
         std::equal(output.shape.begin() + 1, output.shape.end(), input.shape.begin() + 1);
     if (output.dtype != input.dtype || output.device != input.device || !rowsAgree) {
       return fail(HCOLL_ERR_INVALID_ARGUMENT,
-                  std::string(function_) + ": " + octx.where() + " (" +
-                      dataTypeName(output.dtype) + " " + shapeString(output.shape) +
-                      ") differs from " + ctx.where() + " (" + dataTypeName(input.dtype) + " " +
-                      shapeString(input.shape) + ") in dtype, device, ndim or dims after dim 0");
+                  std::string(function_) + ": " + octx.where() + " (" + dataTypeName(output.dtype) +
+                      " " + shapeString(output.shape) + ") differs from " + ctx.where() + " (" +
+                      dataTypeName(input.dtype) + " " + shapeString(input.shape) +
+                      ") in dtype, device, ndim or dims after dim 0");
     }
     if (op_->spec.kind == OpKind::kAlltoall) {
       const auto bytes = [](const TensorDesc& t) {
@@ -330,8 +330,8 @@ HCOLL_API hcoll_status_t hcoll_grouped_allreduce(hcoll_comm_t comm, const char* 
 
 HCOLL_API hcoll_status_t hcoll_allgather(hcoll_comm_t comm, const char* name,
                                          const hcoll_tensor_t* in, hcoll_request_t* req) {
-  return guarded("hcoll_allgather",
-                 [&] { return allgather("hcoll_allgather", comm, name, 1, false, in, false, nullptr, nullptr, req);
+  return guarded("hcoll_allgather", [&] {
+    return allgather("hcoll_allgather", comm, name, 1, false, in, false, nullptr, nullptr, req);
   });
 }
 
@@ -407,8 +407,8 @@ HCOLL_API hcoll_status_t hcoll_grouped_allgather_into(hcoll_comm_t comm, const c
                                                       const hcoll_op_options_t* options,
                                                       hcoll_request_t* req) {
   return guarded("hcoll_grouped_allgather_into", [&] {
-    return allgather("hcoll_grouped_allgather_into", comm, name, n, true, ins, true, outs,
-                     options, req);
+    return allgather("hcoll_grouped_allgather_into", comm, name, n, true, ins, true, outs, options,
+                     req);
   });
 }
 

@@ -78,7 +78,9 @@ HCOLL_API hcoll_status_t hcoll_version(int* major, int* minor, int* patch) {
   return HCOLL_SUCCESS;
 }
 
-HCOLL_API const char* hcoll_version_string(void) { return HCOLL_VERSION_STRING; }
+HCOLL_API const char* hcoll_version_string(void) {
+  return HCOLL_VERSION_STRING;
+}
 
 HCOLL_API int hcoll_nccl_built(void) { return HCOLL_WITH_NCCL; }
 

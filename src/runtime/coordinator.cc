@@ -111,8 +111,8 @@ std::string malformation(const OpSpec& s, int size) {
 // *_into: each rank's own output must hold exactly the rows the result gives it (alltoall: at
 // least): checked here, before anything runs, so that a wrong size fails on every rank with
 // MISMATCH instead of a write past the caller's buffer. Returns "" if every output fits.
-std::string outputSizeMismatch(const Response& resp, const std::vector<std::optional<OpSpec>>& specs,
-                               int size) {
+std::string outputSizeMismatch(const Response& resp,
+                               const std::vector<std::optional<OpSpec>>& specs, int size) {
   std::string detail;
   for (int r = 0; r < size; ++r) {
     const OpSpec& s = *specs[r];
@@ -121,11 +121,11 @@ std::string outputSizeMismatch(const Response& resp, const std::vector<std::opti
       const int64_t have = s.outputRows[m];
       const bool alltoall = s.kind == OpKind::kAlltoall;
       if (alltoall ? have >= want : have == want) continue;
-      const std::string of = s.members.size() > 1 ? "output of member " + std::to_string(m)
-                                                  : std::string("output");
-      detail += (detail.empty() ? "" : "; ") + of + " on rank " + std::to_string(r) +
-                " has dim0 " + std::to_string(have) + " but the result has " +
-                std::to_string(want) + " rows" + (alltoall ? " (dim0 must be at least that)" : "");
+      const std::string of =
+          s.members.size() > 1 ? "output of member " + std::to_string(m) : std::string("output");
+      detail += (detail.empty() ? "" : "; ") + of + " on rank " + std::to_string(r) + " has dim0 " +
+                std::to_string(have) + " but the result has " + std::to_string(want) + " rows" +
+                (alltoall ? " (dim0 must be at least that)" : "");
     }
   }
   return detail.empty() ? "" : "mismatched output size: " + detail;

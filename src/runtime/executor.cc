@@ -118,12 +118,12 @@ bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes) {
 // caller's buffer against a bug: an output that does not fit is never written.
 Status callerOutput(LocalOp& op, size_t m, const std::vector<int64_t>& shape, void** data) {
   const TensorDesc& out = op.outputs[m];
-  const bool fits = op.spec.kind == OpKind::kAlltoall ? out.shape[0] >= shape[0]
-                                                      : out.shape[0] == shape[0];
+  const bool fits =
+      op.spec.kind == OpKind::kAlltoall ? out.shape[0] >= shape[0] : out.shape[0] == shape[0];
   if (!fits) {
     return internalError("output " + std::to_string(m) + " of '" + op.spec.name + "' has dim0 " +
-                         std::to_string(out.shape[0]) + ", the result " +
-                         std::to_string(shape[0]) + " rows; not written");
+                         std::to_string(out.shape[0]) + ", the result " + std::to_string(shape[0]) +
+                         " rows; not written");
   }
   *data = out.data;
   op.request->addCallerOutput(out.dtype, shape, out.device, out.stream, out.data);
@@ -475,8 +475,7 @@ Status Executor::allgatherBatch(const Plane& plane, const std::vector<Item>& ite
     // (MPI_IN_PLACE); anywhere else it is staged through scratch below, as a fused batch is.
     if (in == out + myOffset) in = nullptr;
     if (in == nullptr || !overlaps(in, perRank[me], out, total)) {
-      return submitAndWait(plane.collectives->allgatherv(in, perRank[me], out, perRank), total,
-                           1);
+      return submitAndWait(plane.collectives->allgatherv(in, perRank[me], out, perRank), total, 1);
     }
   }
   Scratch& scratch = *plane.scratch;

@@ -123,7 +123,8 @@ TEST_CASE("grouped_allgather_into: members of two dtypes, an empty one", "[into]
   HCOLL_REQUIRE_OK(hcoll_grouped_allgather_into(world(), "into.gag", 2, ins, outs, nullptr, &req));
   HCOLL_REQUIRE_OK(waitAndFree(req));
   for (int k = 0; k < n; ++k) {
-    for (int64_t i = 0; i < kCols; ++i) REQUIRE(outA.get(k * kCols + i) == rowValue(HCOLL_INT32, k, i));
+    for (int64_t i = 0; i < kCols; ++i)
+      REQUIRE(outA.get(k * kCols + i) == rowValue(HCOLL_INT32, k, i));
   }
   for (int k = 1; k < n; ++k) {
     for (int64_t i = 0; i < 2 * kCols; ++i) {
@@ -217,9 +218,8 @@ TEST_CASE("grouped_reducescatter_into: two members, scaling", "[into]") {
     douts.push_back(outs.back()->desc());
   }
   hcoll_request_t req;
-  HCOLL_REQUIRE_OK(hcoll_grouped_reducescatter_into(world(), "into.grs", 2, dins.data(),
-                                                    douts.data(), HCOLL_SUM, 2.0, 0.5, nullptr,
-                                                    &req));
+  HCOLL_REQUIRE_OK(hcoll_grouped_reducescatter_into(
+      world(), "into.grs", 2, dins.data(), douts.data(), HCOLL_SUM, 2.0, 0.5, nullptr, &req));
   HCOLL_REQUIRE_OK(waitAndFree(req));
   for (size_t m = 0; m < d0s.size(); ++m) {
     const int64_t rows = rsCount(d0s[m], n, r);
@@ -260,8 +260,8 @@ TEST_CASE("into: a wrong-sized output on one rank is MISMATCH everywhere, nothin
       Out out(HCOLL_FLOAT32, 2 + (wrong && bad ? 1 : 0), kCols);
       hcoll_tensor_t din = in.desc(), dout = out.desc();
       hcoll_request_t req;
-      HCOLL_REQUIRE_OK(hcoll_reducescatter_into(world(), "into.bad.rs", &din, &dout, HCOLL_SUM,
-                                                1.0, 1.0, nullptr, &req));
+      HCOLL_REQUIRE_OK(hcoll_reducescatter_into(world(), "into.bad.rs", &din, &dout, HCOLL_SUM, 1.0,
+                                                1.0, nullptr, &req));
       if (wrong) {
         expectMismatch(req, "into.bad.rs");
         REQUIRE(out.untouchedFrom(0));
@@ -311,7 +311,8 @@ TEST_CASE("into: a wrong-sized output on one rank is MISMATCH everywhere, nothin
 }
 
 TEST_CASE("into: what one rank can check alone is INVALID_ARGUMENT at once", "[into][errors]") {
-  Tensor in(HCOLL_FLOAT32, {4, kCols}), other(HCOLL_INT32, {4, kCols}), cols3(HCOLL_FLOAT32, {4, 3});
+  Tensor in(HCOLL_FLOAT32, {4, kCols}), other(HCOLL_INT32, {4, kCols}),
+      cols3(HCOLL_FLOAT32, {4, 3});
   Tensor scalar(HCOLL_FLOAT32, {});
   hcoll_tensor_t din = in.desc(), dother = other.desc(), d3 = cols3.desc(), d0 = scalar.desc();
   hcoll_request_t req = HCOLL_REQUEST_NULL;

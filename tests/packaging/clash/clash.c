@@ -8,12 +8,12 @@
 #include <string.h>
 
 static int failures = 0;
-#define CHECK(cond)                                                          \
-  do {                                                                       \
-    if (!(cond)) {                                                           \
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
       fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                            \
-    }                                                                        \
+      ++failures;                                                              \
+    }                                                                          \
   } while (0)
 
 static void* open_global(const char* path) {
@@ -59,7 +59,8 @@ int main(int argc, char** argv) {
   /* Ours: the API works, and returns our results. */
   int major = -1, minor = -1, patch = -1;
   CHECK(SYM(ours, hcoll_version)(&major, &minor, &patch) == HCOLL_SUCCESS);
-  CHECK(major == HCOLL_VERSION_MAJOR && minor == HCOLL_VERSION_MINOR && patch == HCOLL_VERSION_PATCH);
+  CHECK(major == HCOLL_VERSION_MAJOR && minor == HCOLL_VERSION_MINOR &&
+        patch == HCOLL_VERSION_PATCH);
   CHECK(strcmp(SYM(ours, hcoll_version_string)(), HCOLL_VERSION_STRING) == 0);
   if (SYM(ours, hcoll_initialize)(NULL) != HCOLL_SUCCESS) {
     fprintf(stderr, "hcoll_initialize: %s\n", SYM(ours, hcoll_last_error)());

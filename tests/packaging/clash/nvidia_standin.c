@@ -12,7 +12,9 @@ __attribute__((visibility("default"))) const char* hcoll_get_version(void) {
 }
 
 /* NVIDIA: int hcoll_init(void). Returns a value no hcoll_status_t has. */
-__attribute__((visibility("default"))) int hcoll_init(void) { return 4242; }
+__attribute__((visibility("default"))) int hcoll_init(void) {
+  return 4242;
+}
 
 /* What Open MPI does: call hcoll_get_version() by name, resolved by the dynamic linker. */
 __attribute__((visibility("default"))) const char* standin_open_mpi_probe(void) {
