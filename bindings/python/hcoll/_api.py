@@ -150,7 +150,7 @@ class Request:
         s = lib.hcoll_wait(self._h(), -1.0 if timeout is None else float(timeout))
         if s == _lib.IN_PROGRESS:  # only this wait timed out; ERR_TIMEOUT = the op failed
             return False
-        _check(s, self._message())
+        _check(s)
         return True
 
     def _message(self):
