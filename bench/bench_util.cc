@@ -77,7 +77,7 @@ bool waitFree(Context& ctx, hcoll_request_t req, const char* what) {
     std::fprintf(stderr, "[rank %d] %s: wait -> %s: %s\n", ctx.rank, what, hcoll_status_string(s),
                  hcoll_request_error(req));
   }
-  if (s != HCOLL_ERR_TIMEOUT) hcoll_request_free(req);
+  if (s != HCOLL_IN_PROGRESS) hcoll_request_free(req);
   return ok;
 }
 

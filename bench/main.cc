@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   int major, minor, patch;
-  hcoll_get_version(&major, &minor, &patch);
+  hcoll_version(&major, &minor, &patch);
   say(ctx, "# hcoll-bench: hcoll %d.%d.%d, %d ranks%s\n", major, minor, patch, ctx.size,
       ctx.options.quick ? " (quick)" : "");
 

@@ -11,7 +11,7 @@
 /* The function table: one X entry per public function of hcoll.h, so none can be forgotten. */
 /* clang-format off */
 #define HCOLL_FUNCTIONS(X)                                                                     \
-  X(hcoll_initialize) X(hcoll_shutdown) X(hcoll_is_initialized) X(hcoll_get_version)           \
+  X(hcoll_initialize) X(hcoll_shutdown) X(hcoll_is_initialized) X(hcoll_version)               \
   X(hcoll_status_string) X(hcoll_last_error) X(hcoll_nccl_built) X(hcoll_mpi_version)          \
   X(hcoll_abort) X(hcoll_comm_world)                                                           \
   X(hcoll_comm_split) X(hcoll_comm_create) X(hcoll_comm_from_mpi) X(hcoll_comm_destroy)        \
@@ -21,7 +21,9 @@
   X(hcoll_grouped_allgather) X(hcoll_broadcast) X(hcoll_grouped_broadcast)                     \
   X(hcoll_alltoall) X(hcoll_reducescatter) X(hcoll_grouped_reducescatter) X(hcoll_barrier)     \
   X(hcoll_join) X(hcoll_test) X(hcoll_wait) X(hcoll_request_output)                            \
-  X(hcoll_request_received_splits) X(hcoll_request_error) X(hcoll_request_free)
+  X(hcoll_request_received_splits) X(hcoll_request_error) X(hcoll_request_free)               \
+  X(hcoll_version_string) X(hcoll_allgather_into) X(hcoll_grouped_allgather_into)            \
+  X(hcoll_alltoall_into) X(hcoll_reducescatter_into) X(hcoll_grouped_reducescatter_into)
 /* clang-format on */
 
 /* __typeof__ keeps each pointer's type tied to the header's declaration. */
@@ -70,7 +72,9 @@ static hcoll_status_t finish(hcoll_request_t req) {
 int main(int argc, char** argv) {
   if (!loadApi(argc > 1 ? argv[1] : "libhcoll.so.0", &H)) return 1;
   int major = -1, minor = -1, patch = -1;
-  CHECK(H.hcoll_get_version(&major, &minor, &patch) == HCOLL_SUCCESS && major == 0);
+  CHECK(H.hcoll_version(&major, &minor, &patch) == HCOLL_SUCCESS && major == 0);
+  CHECK(major * 10000 + minor * 100 + patch == HCOLL_VERSION); /* the header matches the library */
+  CHECK(strcmp(H.hcoll_version_string(), HCOLL_VERSION_STRING) == 0);
   CHECK(strcmp(H.hcoll_status_string(HCOLL_ERR_TIMEOUT), "timed out") == 0);
   CHECK(H.hcoll_is_initialized() == 0);
   if (H.hcoll_initialize(NULL) != HCOLL_SUCCESS) {
@@ -111,6 +115,13 @@ int main(int argc, char** argv) {
   hcoll_tensor_t out;
   CHECK(H.hcoll_request_output(req, 0, &out) == HCOLL_SUCCESS && out.shape[0] == size);
   CHECK(((const int32_t*)out.data)[0] == size - 1); /* new rank 0 is the last world rank */
+  H.hcoll_request_free(req);
+  /* The same into the caller's own buffer (*_into): no runtime-owned output. */
+  int32_t gathered[64] = {0};
+  int64_t nrows[1] = {size};
+  hcoll_tensor_t tg = {gathered, HCOLL_INT32, 1, nrows, HCOLL_DEVICE_HOST, NULL};
+  CHECK(size <= 64 && H.hcoll_allgather_into(rev, NULL, &tm, &tg, NULL, &req) == HCOLL_SUCCESS);
+  CHECK(finish(req) == HCOLL_SUCCESS && gathered[0] == size - 1 && gathered[size - 1] == 0);
   H.hcoll_request_free(req);
   hcoll_comm_stats_t st = {HCOLL_COMM_STATS_FIELD_ALL, 0, 0, 0, 0, 0, 0, 0};
   CHECK(H.hcoll_comm_stats(rev, &st) == HCOLL_SUCCESS && st.cycles > 0);

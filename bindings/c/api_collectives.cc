@@ -1,5 +1,6 @@
 // The collectives: argument checks, a LocalOp built from the caller's tensors, submission.
 
+#include <algorithm>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -70,6 +71,42 @@ class Submission {
     if (op_->inputs.empty()) op_->spec.device = input.device;
     op_->spec.members.push_back(MemberSpec{input.dtype, input.shape});
     op_->inputs.push_back(std::move(input));
+    return HCOLL_SUCCESS;
+  }
+
+  // Adds the caller's output of member i (*_into). Only what this rank can check alone is checked
+  // here (dtype, device, ndim, dims[1:]); dim0 depends on the other ranks, so it is announced
+  // (spec.outputRows) and the coordinator fails a wrong one with MISMATCH on every rank.
+  hcoll_status_t addCallerOutput(int i, bool grouped, const hcoll_tensor_t* out) {
+    const TensorDesc& input = op_->inputs[static_cast<size_t>(i)];
+    CheckContext ctx{function_, grouped ? "ins" : "in", grouped ? i : -1};
+    CheckContext octx{function_, grouped ? "outs" : "out", grouped ? i : -1};
+    TensorDesc output;
+    if (hcoll_status_t s = checkTensor(octx, out, &output); s != HCOLL_SUCCESS) return s;
+    const bool rowsAgree =
+        output.shape.size() == input.shape.size() && !output.shape.empty() &&
+        std::equal(output.shape.begin() + 1, output.shape.end(), input.shape.begin() + 1);
+    if (output.dtype != input.dtype || output.device != input.device || !rowsAgree) {
+      return fail(HCOLL_ERR_INVALID_ARGUMENT,
+                  std::string(function_) + ": " + octx.where() + " (" + dataTypeName(output.dtype) +
+                      " " + shapeString(output.shape) + ") differs from " + ctx.where() + " (" +
+                      dataTypeName(input.dtype) + " " + shapeString(input.shape) +
+                      ") in dtype, device, ndim or dims after dim 0");
+    }
+    if (op_->spec.kind == OpKind::kAlltoall) {
+      const auto bytes = [](const TensorDesc& t) {
+        return static_cast<uintptr_t>(numElements(t.shape)) * dataTypeSize(t.dtype);
+      };
+      const auto a = reinterpret_cast<uintptr_t>(input.data);
+      const auto b = reinterpret_cast<uintptr_t>(output.data);
+      if (bytes(input) != 0 && bytes(output) != 0 && a < b + bytes(output) &&
+          b < a + bytes(input)) {
+        return fail(HCOLL_ERR_INVALID_ARGUMENT,
+                    std::string(function_) + ": out overlaps in (alltoall is not in place)");
+      }
+    }
+    op_->spec.outputRows.push_back(output.shape[0]);
+    op_->outputs.push_back(std::move(output));
     return HCOLL_SUCCESS;
   }
 
@@ -182,6 +219,17 @@ class Submission {
   hcoll_request_t* req_ = nullptr;
 };
 
+// The options of a *_into call: NULL or a mask of known bits (none is defined yet). Unknown bits
+// are refused, so a caller built against a newer header learns that this library lacks them.
+hcoll_status_t checkOptions(const char* fn, const hcoll_op_options_t* options) {
+  constexpr uint64_t kKnownOpFields = 0;
+  if (options != nullptr && (options->mask & ~kKnownOpFields) != 0) {
+    return fail(HCOLL_ERR_INVALID_ARGUMENT,
+                std::string(fn) + ": options->mask has bits this library does not know");
+  }
+  return HCOLL_SUCCESS;
+}
+
 #define HCOLL_TRY_(expr)                                            \
   do {                                                              \
     if (hcoll_status_t s_ = (expr); s_ != HCOLL_SUCCESS) return s_; \
@@ -205,15 +253,20 @@ hcoll_status_t allreduce(const char* fn, hcoll_comm_t comm, const char* name, in
   return sub.submit();
 }
 
+// `into`: a *_into call; `outs` (n caller outputs) and `options` are read only then.
 hcoll_status_t allgather(const char* fn, hcoll_comm_t comm, const char* name, int n, bool grouped,
-                         const hcoll_tensor_t* ins, hcoll_request_t* req) {
+                         const hcoll_tensor_t* ins, bool into, const hcoll_tensor_t* outs,
+                         const hcoll_op_options_t* options, hcoll_request_t* req) {
   Submission sub(fn, OpKind::kAllgather);
   HCOLL_TRY_(sub.begin(comm, name, req));
+  if (into) HCOLL_TRY_(checkOptions(fn, options));
   if (grouped) HCOLL_TRY_(checkGroupSize(fn, n, ins));
   if (grouped) sub.reserve(n);
   for (int i = 0; i < n; ++i)
     HCOLL_TRY_(sub.addMember(i, grouped, ins == nullptr ? nullptr : &ins[i], nullptr));
   HCOLL_TRY_(sub.requireRows("allgather"));
+  for (int i = 0; i < n && into; ++i)
+    HCOLL_TRY_(sub.addCallerOutput(i, grouped, outs == nullptr ? nullptr : &outs[i]));
   return sub.submit();
 }
 
@@ -231,14 +284,18 @@ hcoll_status_t broadcast(const char* fn, hcoll_comm_t comm, const char* name, in
 
 hcoll_status_t reducescatter(const char* fn, hcoll_comm_t comm, const char* name, int n,
                              bool grouped, const hcoll_tensor_t* ins, int op, double prescale,
-                             double postscale, hcoll_request_t* req) {
+                             double postscale, bool into, const hcoll_tensor_t* outs,
+                             const hcoll_op_options_t* options, hcoll_request_t* req) {
   Submission sub(fn, OpKind::kReducescatter);
   HCOLL_TRY_(sub.begin(comm, name, req));
+  if (into) HCOLL_TRY_(checkOptions(fn, options));
   if (grouped) HCOLL_TRY_(checkGroupSize(fn, n, ins));
   if (grouped) sub.reserve(n);
   for (int i = 0; i < n; ++i)
     HCOLL_TRY_(sub.addMember(i, grouped, ins == nullptr ? nullptr : &ins[i], nullptr));
   HCOLL_TRY_(sub.requireRows("reducescatter"));
+  for (int i = 0; i < n && into; ++i)
+    HCOLL_TRY_(sub.addCallerOutput(i, grouped, outs == nullptr ? nullptr : &outs[i]));
   HCOLL_TRY_(sub.setReduction(op, prescale, postscale));
   return sub.submit();
 }
@@ -273,14 +330,16 @@ HCOLL_API hcoll_status_t hcoll_grouped_allreduce(hcoll_comm_t comm, const char* 
 
 HCOLL_API hcoll_status_t hcoll_allgather(hcoll_comm_t comm, const char* name,
                                          const hcoll_tensor_t* in, hcoll_request_t* req) {
-  return guarded("hcoll_allgather",
-                 [&] { return allgather("hcoll_allgather", comm, name, 1, false, in, req); });
+  return guarded("hcoll_allgather", [&] {
+    return allgather("hcoll_allgather", comm, name, 1, false, in, false, nullptr, nullptr, req);
+  });
 }
 
 HCOLL_API hcoll_status_t hcoll_grouped_allgather(hcoll_comm_t comm, const char* name, int n,
                                                  const hcoll_tensor_t* ins, hcoll_request_t* req) {
   return guarded("hcoll_grouped_allgather", [&] {
-    return allgather("hcoll_grouped_allgather", comm, name, n, true, ins, req);
+    return allgather("hcoll_grouped_allgather", comm, name, n, true, ins, false, nullptr, nullptr,
+                     req);
   });
 }
 
@@ -319,7 +378,7 @@ HCOLL_API hcoll_status_t hcoll_reducescatter(hcoll_comm_t comm, const char* name
                                              hcoll_request_t* req) {
   return guarded("hcoll_reducescatter", [&] {
     return reducescatter("hcoll_reducescatter", comm, name, 1, false, in, rawEnum(op), prescale,
-                         postscale, req);
+                         postscale, false, nullptr, nullptr, req);
   });
 }
 
@@ -329,7 +388,66 @@ HCOLL_API hcoll_status_t hcoll_grouped_reducescatter(hcoll_comm_t comm, const ch
                                                      double postscale, hcoll_request_t* req) {
   return guarded("hcoll_grouped_reducescatter", [&] {
     return reducescatter("hcoll_grouped_reducescatter", comm, name, n, true, ins, rawEnum(op),
-                         prescale, postscale, req);
+                         prescale, postscale, false, nullptr, nullptr, req);
+  });
+}
+
+HCOLL_API hcoll_status_t hcoll_allgather_into(hcoll_comm_t comm, const char* name,
+                                              const hcoll_tensor_t* in, const hcoll_tensor_t* out,
+                                              const hcoll_op_options_t* options,
+                                              hcoll_request_t* req) {
+  return guarded("hcoll_allgather_into", [&] {
+    return allgather("hcoll_allgather_into", comm, name, 1, false, in, true, out, options, req);
+  });
+}
+
+HCOLL_API hcoll_status_t hcoll_grouped_allgather_into(hcoll_comm_t comm, const char* name, int n,
+                                                      const hcoll_tensor_t* ins,
+                                                      const hcoll_tensor_t* outs,
+                                                      const hcoll_op_options_t* options,
+                                                      hcoll_request_t* req) {
+  return guarded("hcoll_grouped_allgather_into", [&] {
+    return allgather("hcoll_grouped_allgather_into", comm, name, n, true, ins, true, outs, options,
+                     req);
+  });
+}
+
+HCOLL_API hcoll_status_t hcoll_alltoall_into(hcoll_comm_t comm, const char* name,
+                                             const hcoll_tensor_t* in, const int64_t* splits,
+                                             const hcoll_tensor_t* out,
+                                             const hcoll_op_options_t* options,
+                                             hcoll_request_t* req) {
+  return guarded("hcoll_alltoall_into", [&] {
+    Submission sub("hcoll_alltoall_into", hcoll::OpKind::kAlltoall);
+    HCOLL_TRY_(sub.begin(comm, name, req));
+    HCOLL_TRY_(checkOptions("hcoll_alltoall_into", options));
+    HCOLL_TRY_(sub.addMember(0, false, in, nullptr));
+    HCOLL_TRY_(sub.requireRows("alltoall"));
+    HCOLL_TRY_(sub.setSplits(splits));
+    HCOLL_TRY_(sub.addCallerOutput(0, false, out));
+    return sub.submit();
+  });
+}
+
+HCOLL_API hcoll_status_t hcoll_reducescatter_into(hcoll_comm_t comm, const char* name,
+                                                  const hcoll_tensor_t* in,
+                                                  const hcoll_tensor_t* out, hcoll_reduce_op_t op,
+                                                  double prescale, double postscale,
+                                                  const hcoll_op_options_t* options,
+                                                  hcoll_request_t* req) {
+  return guarded("hcoll_reducescatter_into", [&] {
+    return reducescatter("hcoll_reducescatter_into", comm, name, 1, false, in, rawEnum(op),
+                         prescale, postscale, true, out, options, req);
+  });
+}
+
+HCOLL_API hcoll_status_t hcoll_grouped_reducescatter_into(
+    hcoll_comm_t comm, const char* name, int n, const hcoll_tensor_t* ins,
+    const hcoll_tensor_t* outs, hcoll_reduce_op_t op, double prescale, double postscale,
+    const hcoll_op_options_t* options, hcoll_request_t* req) {
+  return guarded("hcoll_grouped_reducescatter_into", [&] {
+    return reducescatter("hcoll_grouped_reducescatter_into", comm, name, n, true, ins, rawEnum(op),
+                         prescale, postscale, true, outs, options, req);
   });
 }
 

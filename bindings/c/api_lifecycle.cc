@@ -74,11 +74,15 @@ HCOLL_API int hcoll_is_initialized(void) {
   return hcoll::runtime::Runtime::current() != nullptr ? 1 : 0;
 }
 
-HCOLL_API hcoll_status_t hcoll_get_version(int* major, int* minor, int* patch) {
+HCOLL_API hcoll_status_t hcoll_version(int* major, int* minor, int* patch) {
   if (major) *major = HCOLL_VERSION_MAJOR;
   if (minor) *minor = HCOLL_VERSION_MINOR;
   if (patch) *patch = HCOLL_VERSION_PATCH;
   return HCOLL_SUCCESS;
+}
+
+HCOLL_API const char* hcoll_version_string(void) {
+  return HCOLL_VERSION_STRING;
 }
 
 HCOLL_API int hcoll_nccl_built(void) { return HCOLL_WITH_NCCL; }

@@ -139,6 +139,16 @@ typedef struct hcoll_comm_stats {
   uint64_t queue_depth;             /* operations submitted and not yet completed, now */
 } hcoll_comm_stats_t;
 
+/* Options of one collective call: the last argument of every *_into function (NULL = defaults).
+ * Mask-first, like hcoll_init_params_t: the library reads only the fields whose HCOLL_OP_FIELD_*
+ * bit is set and refuses bits it does not know (INVALID_ARGUMENT), so a caller built against a
+ * newer header learns at once that this library lacks an option. New options (timeouts,
+ * priorities, flags) are only ever appended, each with a new bit: no new entry points. This
+ * version defines none; pass NULL or a struct with mask 0. */
+typedef struct hcoll_op_options {
+  uint64_t mask; /* HCOLL_OP_FIELD_* bits: which fields below are set (none defined yet) */
+} hcoll_op_options_t;
+
 /* ---------------------------------------------------------------------------------------------- */
 /* Lifecycle and information                                                                      */
 /* ---------------------------------------------------------------------------------------------- */
@@ -171,8 +181,13 @@ HCOLL_API hcoll_status_t hcoll_shutdown(void);
 /* Returns 1 if hcoll is initialized, else 0. */
 HCOLL_API int hcoll_is_initialized(void);
 
-/* [out] major, minor, patch: the library's version; each may be NULL. Returns SUCCESS. */
-HCOLL_API hcoll_status_t hcoll_get_version(int* major, int* minor, int* patch);
+/* [out] major, minor, patch: the version of the library loaded at run time (HCOLL_VERSION_* are
+ * the header's); each may be NULL. Never named hcoll_get_version: NVIDIA's unrelated HCOLL exports
+ * `const char* hcoll_get_version(void)`, which Open MPI calls. Returns SUCCESS. */
+HCOLL_API hcoll_status_t hcoll_version(int* major, int* minor, int* patch);
+
+/* Returns the loaded library's version as a static string, "major.minor.patch" (never NULL). */
+HCOLL_API const char* hcoll_version_string(void);
 
 /* Returns a static string describing `status` (never NULL; "unknown status" for other values). */
 HCOLL_API const char* hcoll_status_string(hcoll_status_t status);
@@ -321,6 +336,56 @@ HCOLL_API hcoll_status_t hcoll_grouped_reducescatter(hcoll_comm_t comm, const ch
                                                      hcoll_reduce_op_t op, double prescale,
                                                      double postscale, hcoll_request_t* req);
 
+/* Caller-provided outputs (*_into): the same collectives, writing into the caller's `out` instead
+ * of a runtime-owned output. `out` has `in`'s dtype, device, ndim and dims after dim 0 (else
+ * INVALID_ARGUMENT at once); its dim 0 depends on the other ranks, so each rank announces it and
+ * the negotiation checks it: a wrong dim 0 on any rank fails the operation on EVERY rank with
+ * MISMATCH, naming the operation, the output, the rank and both sizes; nothing is written. Once
+ * complete, hcoll_request_output(req, i) describes out[i] (the caller's memory, with the result's
+ * shape; hcoll_request_free never frees it). `out` must stay valid and untouched until the
+ * request completes. `options`: NULL or see hcoll_op_options_t. */
+
+/* Allgather into `out`: dim 0 = the sum of every rank's dim 0. `in` may lie inside `out`: at this
+ * rank's own block (rows [sum of dim0 of ranks < r, ...)) it is in place and not copied; any other
+ * overlap is staged through a temporary buffer. */
+HCOLL_API hcoll_status_t hcoll_allgather_into(hcoll_comm_t comm, const char* name,
+                                              const hcoll_tensor_t* in, const hcoll_tensor_t* out,
+                                              const hcoll_op_options_t* options,
+                                              hcoll_request_t* req);
+
+/* Grouped allgather into outs[0..n): outs[i] receives ins[i]'s concatenation. */
+HCOLL_API hcoll_status_t hcoll_grouped_allgather_into(hcoll_comm_t comm, const char* name, int n,
+                                                      const hcoll_tensor_t* ins,
+                                                      const hcoll_tensor_t* outs,
+                                                      const hcoll_op_options_t* options,
+                                                      hcoll_request_t* req);
+
+/* Alltoall into `out`: the caller gives a receive buffer large enough, dim 0 >= the rows this
+ * rank receives (sum over i of rank i's splits[r]); the rows from rank 0, 1, ... fill it from the
+ * start and rows beyond are left untouched. hcoll_request_received_splits says how many came
+ * from each rank; hcoll_request_output gives the filled part. `out` must not overlap `in`
+ * (INVALID_ARGUMENT). */
+HCOLL_API hcoll_status_t hcoll_alltoall_into(hcoll_comm_t comm, const char* name,
+                                             const hcoll_tensor_t* in, const int64_t* splits,
+                                             const hcoll_tensor_t* out,
+                                             const hcoll_op_options_t* options,
+                                             hcoll_request_t* req);
+
+/* Reducescatter into `out`: dim 0 = c_r (see hcoll_reducescatter). `out` may overlap `in` (for
+ * example in place at in's own rows [off_r, off_r + c_r)); the input is then staged. */
+HCOLL_API hcoll_status_t hcoll_reducescatter_into(hcoll_comm_t comm, const char* name,
+                                                  const hcoll_tensor_t* in,
+                                                  const hcoll_tensor_t* out, hcoll_reduce_op_t op,
+                                                  double prescale, double postscale,
+                                                  const hcoll_op_options_t* options,
+                                                  hcoll_request_t* req);
+
+/* Grouped reducescatter into outs[0..n). */
+HCOLL_API hcoll_status_t hcoll_grouped_reducescatter_into(
+    hcoll_comm_t comm, const char* name, int n, const hcoll_tensor_t* ins,
+    const hcoll_tensor_t* outs, hcoll_reduce_op_t op, double prescale, double postscale,
+    const hcoll_op_options_t* options, hcoll_request_t* req);
+
 /* Completes once every member reached it; may overtake pending named operations. */
 HCOLL_API hcoll_status_t hcoll_barrier(hcoll_comm_t comm, hcoll_request_t* req);
 
@@ -336,13 +401,18 @@ HCOLL_API hcoll_status_t hcoll_join(hcoll_comm_t comm, hcoll_request_t* req);
 /* Returns IN_PROGRESS, SUCCESS, the operation's error, or INVALID_HANDLE. Does not block. */
 HCOLL_API hcoll_status_t hcoll_test(hcoll_request_t req);
 
-/* Blocks until the request completes or `timeout_s` seconds passed (< 0: forever). Returns the
- * operation's status, TIMEOUT (the request stays valid and in flight) or INVALID_HANDLE. */
+/* Blocks until the request completes or `timeout_s` seconds passed (< 0: forever; 0: a test).
+ * Returns SUCCESS, IN_PROGRESS when `timeout_s` passed first (not an error: the operation goes
+ * on, the request stays valid; wait again or test later), the operation's error (MISMATCH,
+ * TIMEOUT = the operation failed by the stall timeout, SHUT_DOWN, BACKEND, ...), INVALID_ARGUMENT
+ * (timeout_s is NaN) or INVALID_HANDLE. */
 HCOLL_API hcoll_status_t hcoll_wait(hcoll_request_t req, double timeout_s);
 
 /* [out] out: output i of a completed allgather, alltoall, reducescatter (i < group size) or join
  * (i = 0). `out->data` and `out->shape` are owned by the request and freed by hcoll_request_free,
  * unless a user allocator was given at initialize, in which case `out->data` belongs to the user.
+ * For a *_into operation `out->data` is the caller's own output (never freed by hcoll) and
+ * `out->shape` the result's shape (alltoall: the rows received, possibly fewer than its dim 0).
  * Returns SUCCESS, INVALID_ARGUMENT (no such output, NULL out), IN_PROGRESS (not complete yet),
  * the operation's error, INVALID_HANDLE. */
 HCOLL_API hcoll_status_t hcoll_request_output(hcoll_request_t req, int i, hcoll_tensor_t* out);

@@ -102,7 +102,33 @@ std::string malformation(const OpSpec& s, int size) {
   if (s.kind == OpKind::kBroadcast && (s.root < 0 || s.root >= size)) {
     return "root " + std::to_string(s.root) + " is outside [0, " + std::to_string(size) + ")";
   }
+  if (!s.outputRows.empty() && (!needsRows || s.outputRows.size() != s.members.size())) {
+    return "caller outputs that do not match its members";
+  }
   return "";
+}
+
+// *_into: each rank's own output must hold exactly the rows the result gives it (alltoall: at
+// least): checked here, before anything runs, so that a wrong size fails on every rank with
+// MISMATCH instead of a write past the caller's buffer. Returns "" if every output fits.
+std::string outputSizeMismatch(const Response& resp,
+                               const std::vector<std::optional<OpSpec>>& specs, int size) {
+  std::string detail;
+  for (int r = 0; r < size; ++r) {
+    const OpSpec& s = *specs[r];
+    for (size_t m = 0; m < s.outputRows.size(); ++m) {
+      const int64_t want = resp.resultRows(m, r, size);
+      const int64_t have = s.outputRows[m];
+      const bool alltoall = s.kind == OpKind::kAlltoall;
+      if (alltoall ? have >= want : have == want) continue;
+      const std::string of =
+          s.members.size() > 1 ? "output of member " + std::to_string(m) : std::string("output");
+      detail += (detail.empty() ? "" : "; ") + of + " on rank " + std::to_string(r) + " has dim0 " +
+                std::to_string(have) + " but the result has " + std::to_string(want) + " rows" +
+                (alltoall ? " (dim0 must be at least that)" : "");
+    }
+  }
+  return detail.empty() ? "" : "mismatched output size: " + detail;
 }
 
 // Each rank's part is valid alone, yet the output assembled from all ranks (allgather: the sum
@@ -258,7 +284,13 @@ Response Coordinator::validate(const std::string& name, const Entry& e) const {
       return fail(why, Code::kInternal);
     }
   }
-  return makeResponse(e);
+  Response made = makeResponse(e);
+  if (r0.kind == OpKind::kAllgather || r0.kind == OpKind::kAlltoall ||
+      r0.kind == OpKind::kReducescatter) {
+    // Also reached only without joined ranks: every spec is present.
+    if (std::string why = outputSizeMismatch(made, e.specs, size_); !why.empty()) return fail(why);
+  }
+  return made;
 }
 
 Response Coordinator::makeResponse(const Entry& e) const {

@@ -59,14 +59,6 @@ bool sameFusionKey(const OpSpec& a, const OpSpec& b) {
   return true;
 }
 
-// Rows of a reducescatter's dim 0 that rank r receives, and where they start.
-int64_t scatterRows(int64_t d0, int size, int r) {
-  return d0 / size + (r < d0 % size ? 1 : 0);
-}
-int64_t scatterOffset(int64_t d0, int size, int r) {
-  return static_cast<int64_t>(r) * (d0 / size) + std::min<int64_t>(r, d0 % size);
-}
-
 }  // namespace
 
 // A temporary buffer: a pooled fusion buffer when it fits the threshold, else plain memory.
@@ -117,6 +109,30 @@ std::shared_ptr<void> fallbackMemory(int32_t device, size_t bytes) {
   return std::shared_ptr<void>(p, [backend, device](void* q) {
     if (q) backend->release(device, q);
   });
+}
+
+// Whether [a, a + aBytes) and [b, b + bBytes) share a byte (empty ranges never do).
+bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes) {
+  const auto x = reinterpret_cast<uintptr_t>(a);
+  const auto y = reinterpret_cast<uintptr_t>(b);
+  return aBytes != 0 && bBytes != 0 && x < y + bBytes && y < x + aBytes;
+}
+
+// Member m's caller-provided output (*_into) for a result of `shape`. The coordinator (or the
+// response cache's match) already refused outputs of another size; this re-check only guards the
+// caller's buffer against a bug: an output that does not fit is never written.
+Status callerOutput(LocalOp& op, size_t m, const std::vector<int64_t>& shape, void** data) {
+  const TensorDesc& out = op.outputs[m];
+  const bool fits =
+      op.spec.kind == OpKind::kAlltoall ? out.shape[0] >= shape[0] : out.shape[0] == shape[0];
+  if (!fits) {
+    return internalError("output " + std::to_string(m) + " of '" + op.spec.name + "' has dim0 " +
+                         std::to_string(out.shape[0]) + ", the result " + std::to_string(shape[0]) +
+                         " rows; not written");
+  }
+  *data = out.data;
+  op.request->addCallerOutput(out.dtype, shape, out.device, out.stream, out.data);
+  return Status::ok();
 }
 
 }  // namespace
@@ -342,8 +358,13 @@ void Executor::runFusible(const std::vector<const Response*>& run, PendingOps& p
         } else {
           shape[0] = scatterRows(shape[0], size_, rank_);
         }
-        Status s = op->request->addOutput(item.dtype(), shape, op->spec.device,
-                                          op->inputs[m].stream, &item.output);
+        Status s;
+        if (!op->outputs.empty()) {  // *_into: the caller's tensor, sized in negotiation
+          s = callerOutput(*op, m, shape, &item.output);
+        } else {
+          s = op->request->addOutput(item.dtype(), shape, op->spec.device, op->inputs[m].stream,
+                                     &item.output);
+        }
         if (!s.isOk()) {
           if (statuses[k].isOk()) statuses[k] = s;
           size_t bytes = static_cast<size_t>(numElements(shape)) * dataTypeSize(item.dtype());
@@ -502,16 +523,22 @@ Status Executor::allgatherBatch(const Plane& plane, const std::vector<Item>& ite
   if (total == 0) return Status::ok();
   const size_t me = static_cast<size_t>(rank_);
 
+  size_t myOffset = 0;
+  for (size_t r = 0; r < me; ++r) myOffset += perRank[r];
   if (items.size() == 1) {  // straight from the input into the output
     const Item& it = items[0];
-    return submitAndWait(
-        plane.collectives->allgatherv(it.input().data, perRank[me], it.output, perRank), total, 1);
+    const void* in = it.input().data;
+    auto* out = static_cast<uint8_t*>(it.output);
+    // A caller's output (*_into) may hold the input: at this rank's own block it is in place
+    // (MPI_IN_PLACE); anywhere else it is staged through scratch below, as a fused batch is.
+    if (in == out + myOffset) in = nullptr;
+    if (in == nullptr || !overlaps(in, perRank[me], out, total)) {
+      return submitAndWait(plane.collectives->allgatherv(in, perRank[me], out, perRank), total, 1);
+    }
   }
   Scratch& scratch = *plane.scratch;
   HCOLL_RETURN_IF_ERROR(scratch.allocate(plane.key, total, config_.fusionThresholdBytes));
   uint8_t* buffer = scratch.data();
-  size_t myOffset = 0;
-  for (size_t r = 0; r < me; ++r) myOffset += perRank[r];
   for (const Item& it : items) {
     size_t bytes = rowsOf(it, me) * it.rowBytes();
     HCOLL_RETURN_IF_ERROR(plane.memory->copy(buffer + myOffset, it.input().data, bytes));
@@ -584,7 +611,10 @@ Status Executor::reducescatterBatch(const Plane& plane, const std::vector<Item>&
   if (total == 0) return Status::ok();
   const size_t mine = counts[rank_];
 
-  const bool direct = items.size() == 1 && spec.prescale == 1.0;
+  // A caller's output (*_into) that overlaps its input is staged through scratch like a batch.
+  const bool direct =
+      items.size() == 1 && spec.prescale == 1.0 &&
+      !overlaps(items[0].input().data, total * elementSize, items[0].output, mine * elementSize);
   Scratch& scratch = *plane.scratch;
   uint8_t* recv = nullptr;
   const void* send = nullptr;
@@ -653,7 +683,9 @@ Status Executor::alltoall(const Response& r, LocalOp& op) {
   HCOLL_RETURN_IF_ERROR(begun);
   void* out = nullptr;
   Status allocated =
-      op.request->addOutput(local.dtype, shape, op.spec.device, op.inputs[0].stream, &out);
+      op.outputs.empty()
+          ? op.request->addOutput(local.dtype, shape, op.spec.device, op.inputs[0].stream, &out)
+          : callerOutput(op, 0, shape, &out);  // *_into: never overlaps the input (C API)
   std::unique_ptr<uint8_t[]> fallback;
   if (!allocated.isOk()) {  // still take part: the other ranks are committed to the exchange
     if (plane.device) {

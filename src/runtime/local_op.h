@@ -19,7 +19,8 @@ namespace hcoll::runtime {
 struct LocalOp {
   OpSpec spec;
   std::vector<TensorDesc> inputs;   // one per member (broadcast: the buffer)
-  std::vector<TensorDesc> outputs;  // allreduce: one per member; empty otherwise
+  // allreduce and *_into: the caller's output of each member; empty: runtime-owned outputs
+  std::vector<TensorDesc> outputs;
   // CUDA tensors: per member, the caller's stream as it was at submission.
   std::vector<backends::StreamMarkerPtr> markers;
   std::shared_ptr<Request> request;

@@ -4,9 +4,9 @@ namespace hcoll::runtime {
 
 bool OpSpec::operator==(const OpSpec& o) const {
   return name == o.name && kind == o.kind && op == o.op && prescale == o.prescale &&
-         postscale == o.postscale && root == o.root && device == o.device &&
-         members == o.members && splits == o.splits && ranks == o.ranks && color == o.color &&
-         key == o.key;
+         postscale == o.postscale && root == o.root && device == o.device && members == o.members &&
+         splits == o.splits && ranks == o.ranks && color == o.color && key == o.key &&
+         outputRows == o.outputRows;
 }
 
 bool Response::cacheable() const {
@@ -71,7 +71,35 @@ bool Response::matchesLocal(const OpSpec& local, int rank, int size) const {
       if (local.splits[j] != splitMatrix[static_cast<size_t>(rank) * size + j]) return false;
     }
   }
+  // A caller's output that does not fit this response is never replayed from the cache: the
+  // operation goes to the coordinator, which fails it with MISMATCH on every rank.
+  if (!local.outputRows.empty()) {
+    if (local.outputRows.size() != s.members.size()) return false;
+    for (size_t m = 0; m < s.members.size(); ++m) {
+      const int64_t want = resultRows(m, rank, size);
+      const int64_t have = local.outputRows[m];
+      if (s.kind == OpKind::kAlltoall ? have < want : have != want) return false;
+    }
+  }
   return true;
+}
+
+int64_t Response::resultRows(size_t m, int rank, int size) const {
+  const auto n = static_cast<size_t>(size);
+  const auto me = static_cast<size_t>(rank);
+  int64_t rows = 0;
+  switch (spec.kind) {
+    case OpKind::kAllgather:
+      for (size_t r = 0; r < n; ++r) rows += dim0PerRank[m * n + r];
+      return rows;
+    case OpKind::kAlltoall:
+      for (size_t r = 0; r < n; ++r) rows += splitMatrix[r * n + me];
+      return rows;
+    case OpKind::kReducescatter:
+      return scatterRows(spec.members[m].shape[0], size, rank);
+    default:
+      return 0;
+  }
 }
 
 }  // namespace hcoll::runtime

@@ -34,6 +34,9 @@ struct OpSpec {
   std::vector<int32_t> ranks;   // comm_create: the parent ranks of the new communicator
   int32_t color = 0;            // comm_split
   int32_t key = 0;              // comm_split
+  // *_into (caller-provided outputs): dim0 of this rank's output of each member; empty when the
+  // runtime allocates the outputs. Per rank: the coordinator checks it against the result.
+  std::vector<int64_t> outputRows;
 
   bool operator==(const OpSpec& o) const;
 };
@@ -68,6 +71,9 @@ struct Response {
   // Whether this rank's own spec is what this cached response was made from, so that the
   // response can be replayed without asking the coordinator.
   bool matchesLocal(const OpSpec& local, int rank, int size) const;
+  // Rows of member m's output on `rank` (allgather, reducescatter, alltoall): what a caller's
+  // output must hold (exactly; alltoall: at least).
+  int64_t resultRows(size_t m, int rank, int size) const;
 };
 
 // Responses are shared, not copied, between the response cache and a round's list: a cached

@@ -31,7 +31,7 @@ Request::~Request() {
   // succeeded while the caller still held the request.
   bool handedOut = code_ == Code::kSuccess && !releasedInFlight_;
   for (OutputTensor& t : outputs_) {
-    if (t.data == nullptr) continue;
+    if (t.data == nullptr || t.callerOwned) continue;
     if (!userOwned) {
       releaseOutput(t.device, t.data);
     } else if (!handedOut && allocator_->free) {
@@ -96,6 +96,18 @@ Status Request::addOutput(DataType dtype, std::vector<int64_t> shape, int32_t de
   *data = t.data;
   outputs_.push_back(std::move(t));
   return Status::ok();
+}
+
+void Request::addCallerOutput(DataType dtype, std::vector<int64_t> shape, int32_t device,
+                              void* stream, void* data) {
+  OutputTensor t;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  t.device = device;
+  t.stream = stream;
+  t.data = data;
+  t.callerOwned = true;
+  outputs_.push_back(std::move(t));
 }
 
 void Request::setReceivedSplits(std::vector<std::vector<int64_t>> splits) {

@@ -33,6 +33,7 @@ struct OutputTensor {
   std::vector<int64_t> shape;
   int32_t device = kHostDevice;
   void* stream = nullptr;
+  bool callerOwned = false;  // a *_into output: the caller's memory, never freed here
 };
 
 class Request {
@@ -47,7 +48,8 @@ class Request {
 
   // kInProgress until completed, then the final code.
   Code test() const;
-  // Blocks up to timeoutSeconds (< 0: forever); kTimeout if still in progress.
+  // Blocks up to timeoutSeconds (< 0: forever); kTimeout if still in progress (the C API reports
+  // that as HCOLL_IN_PROGRESS: only the wait timed out, not the operation).
   Code wait(double timeoutSeconds) const;
   std::string errorMessage() const;
 
@@ -55,6 +57,10 @@ class Request {
   // communicator's thread calls this, before complete().
   Status addOutput(DataType dtype, std::vector<int64_t> shape, int32_t device, void* stream,
                    void** data);
+  // Records the caller's output of a *_into operation (its memory, viewed with the result's
+  // shape) so that hcoll_request_output can describe it. Only the communicator's thread calls it.
+  void addCallerOutput(DataType dtype, std::vector<int64_t> shape, int32_t device, void* stream,
+                       void* data);
   void setReceivedSplits(std::vector<std::vector<int64_t>> splits);
   void setNewChannel(std::unique_ptr<backends::Channel> channel);
 

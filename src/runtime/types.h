@@ -42,6 +42,13 @@ bool byteCountsFit(const std::vector<int64_t>& shape, DataType t);
 int64_t numElements(const std::vector<int64_t>& shape);
 // Elements of one row (dims[1:]); 1 for a 0-d or 1-d shape.
 int64_t rowElements(const std::vector<int64_t>& shape);
+// Rows of a reducescatter's dim 0 that rank r of `size` receives, and where they start.
+inline int64_t scatterRows(int64_t d0, int size, int r) {
+  return d0 / size + (r < d0 % size ? 1 : 0);
+}
+inline int64_t scatterOffset(int64_t d0, int size, int r) {
+  return static_cast<int64_t>(r) * (d0 / size) + (r < d0 % size ? r : d0 % size);
+}
 std::string shapeString(const std::vector<int64_t>& shape);
 
 // A caller's tensor as the core sees it: descriptor copied at submission, data borrowed.

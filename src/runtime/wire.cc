@@ -106,6 +106,7 @@ void putSpec(Writer& w, const OpSpec& s) {
   w.putVector(s.ranks);
   w.put<int32_t>(s.color);
   w.put<int32_t>(s.key);
+  w.putVector(s.outputRows);
 }
 
 bool allNonNegative(const std::vector<int64_t>& v) {
@@ -142,10 +143,15 @@ const char* getSpec(Reader& r, OpSpec* s) {
   if (!r.getVector(&s->ranks) || !r.get(&s->color) || !r.get(&s->key)) {
     return "truncated operation";
   }
+  if (!r.getVector(&s->outputRows)) return "truncated output rows";
+  if (!allNonNegative(s->outputRows)) return "negative output rows";
+  if (!s->outputRows.empty() && s->outputRows.size() != s->members.size()) {
+    return "output rows do not match the members";
+  }
   return nullptr;
 }
 
-constexpr size_t kMinSpecBytes = 4 + 1 + 1 + 8 + 8 + 4 + 4 + 4 + 4 + 4 + 4 + 4;
+constexpr size_t kMinSpecBytes = 4 + 1 + 1 + 8 + 8 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 4;
 
 Status malformed(const char* what) {
   return internalError(std::string("malformed negotiation message: ") + what);

@@ -34,6 +34,10 @@ OpSpec spec(const std::string& name, OpKind kind, int members) {
   }
   if (kind == OpKind::kAlltoall) s.splits = {1, 2};
   if (kind == OpKind::kCommCreate) s.ranks = {1, 0};
+  // Some row-kind seeds carry caller-provided outputs (*_into), one dim0 per member.
+  if ((kind == OpKind::kAllgather || kind == OpKind::kReducescatter) && members % 2 == 1) {
+    s.outputRows.assign(static_cast<size_t>(members), 3);
+  }
   s.color = 3;
   s.key = -1;
   return s;

@@ -245,11 +245,14 @@ TEST_CASE("sync errors: status strings and version", "[errors]") {
   REQUIRE(std::string(hcoll_status_string(HCOLL_ERR_MISMATCH)).size() > 0);
   REQUIRE(std::string(hcoll_status_string(static_cast<hcoll_status_t>(-999))) == "unknown status");
   int major = -1, minor = -1, patch = -1;
-  HCOLL_REQUIRE_OK(hcoll_get_version(&major, &minor, &patch));
-  REQUIRE(major >= 0);
-  REQUIRE(minor >= 0);
-  REQUIRE(patch >= 0);
-  HCOLL_REQUIRE_OK(hcoll_get_version(nullptr, nullptr, nullptr));
+  HCOLL_REQUIRE_OK(hcoll_version(&major, &minor, &patch));
+  REQUIRE(major == HCOLL_VERSION_MAJOR);
+  REQUIRE(minor == HCOLL_VERSION_MINOR);
+  REQUIRE(patch == HCOLL_VERSION_PATCH);
+  REQUIRE(major * 10000 + minor * 100 + patch == HCOLL_VERSION);
+  REQUIRE(std::string(hcoll_version_string()) ==
+          std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch));
+  HCOLL_REQUIRE_OK(hcoll_version(nullptr, nullptr, nullptr));
   REQUIRE(hcoll_is_initialized() == 1);
 }
 

@@ -130,10 +130,12 @@ TEST_CASE("requests: test is IN_PROGRESS, wait times out, then both SUCCESS", "[
     REQUIRE(std::string(hcoll_request_error(req)).empty());
     hcoll_tensor_t out;
     REQUIRE(hcoll_request_output(req, 0, &out) == HCOLL_IN_PROGRESS);
-    REQUIRE(hcoll_wait(req, 0.05) == HCOLL_ERR_TIMEOUT);
-    REQUIRE(std::string(hcoll_last_error()).size() > 0);
+    // The wait's own timeout is a state, not a failure of the operation (no error message).
+    REQUIRE(hcoll_wait(req, 0.001) == HCOLL_IN_PROGRESS);
+    REQUIRE(hcoll_wait(req, 0.05) == HCOLL_IN_PROGRESS);
+    REQUIRE(std::string(hcoll_request_error(req)).empty());
     REQUIRE(hcoll_test(req) == HCOLL_IN_PROGRESS);  // still valid and in flight
-    REQUIRE(hcoll_wait(req, 0) == HCOLL_ERR_TIMEOUT);
+    REQUIRE(hcoll_wait(req, 0) == HCOLL_IN_PROGRESS);
     HCOLL_REQUIRE_OK(hcoll_barrier(world(), &barrier));
     HCOLL_REQUIRE_OK(waitAndFree(barrier));
   } else {

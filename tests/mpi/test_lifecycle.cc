@@ -83,7 +83,8 @@ TEST_CASE("lifecycle: every call before initialize is NOT_INITIALIZED", "[lifecy
   REQUIRE(hcoll_comm_rank(fake, &x) == NI);
   // Pure information calls work before initialize.
   REQUIRE(std::string(hcoll_status_string(NI)).size() > 0);
-  HCOLL_REQUIRE_OK(hcoll_get_version(&x, nullptr, nullptr));
+  HCOLL_REQUIRE_OK(hcoll_version(&x, nullptr, nullptr));
+  REQUIRE(std::string(hcoll_version_string()) == HCOLL_VERSION_STRING);
 }
 
 TEST_CASE("lifecycle: bad init params are INVALID_ARGUMENT", "[lifecycle]") {

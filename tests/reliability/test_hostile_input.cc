@@ -263,6 +263,26 @@ int main() {
        [&] { return hcoll_allgather(w, "a", &scalar, &req); }},
       {"reducescatter of a 0-d tensor", HCOLL_ERR_INVALID_ARGUMENT,
        [&] { return hcoll_reducescatter(w, "a", &scalar, HCOLL_SUM, 1, 1, &req); }},
+      // Caller-provided outputs (*_into) and their options.
+      {"allgather_into out NULL", HCOLL_ERR_INVALID_ARGUMENT,
+       [&] { return hcoll_allgather_into(w, "a", &good, nullptr, nullptr, &req); }},
+      {"allgather_into garbage comm", HCOLL_ERR_INVALID_HANDLE,
+       [&] { return hcoll_allgather_into(garbageComm, "a", &good, &good, nullptr, &req); }},
+      {"reducescatter_into out dtype 99", HCOLL_ERR_INVALID_ARGUMENT,
+       [&] {
+         return hcoll_reducescatter_into(w, "a", &good, &badDtype, HCOLL_SUM, 1, 1, nullptr, &req);
+       }},
+      {"alltoall_into out ndim -1", HCOLL_ERR_INVALID_ARGUMENT,
+       [&] { return hcoll_alltoall_into(w, "a", &good, nullptr, &negNdim, nullptr, &req); }},
+      {"grouped_allgather_into outs NULL", HCOLL_ERR_INVALID_ARGUMENT,
+       [&] { return hcoll_grouped_allgather_into(w, "g", 1, &good, nullptr, nullptr, &req); }},
+      {"grouped_reducescatter_into unknown option bits", HCOLL_ERR_INVALID_ARGUMENT,
+       [&] {
+         hcoll_op_options_t o{};
+         o.mask = ~uint64_t{0};
+         return hcoll_grouped_reducescatter_into(w, "g", 1, &good, &good, HCOLL_SUM, 1, 1, &o,
+                                                 &req);
+       }},
       // Enums and scalars.
       {"reduce op 17", HCOLL_ERR_INVALID_ARGUMENT,
        [&] { return hostileAllreduceOp(w, &good, 17, &req); }},

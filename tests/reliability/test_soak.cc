@@ -269,8 +269,8 @@ void verify(Op& op) {
   hcoll_status_t s = hcoll_wait(op.req, 60);
   if (s != HCOLL_SUCCESS) {
     fail(op, std::string("wait: ") + hcoll_status_string(s) + " " +
-                 (s == HCOLL_ERR_TIMEOUT ? "" : hcoll_request_error(op.req)));
-    if (s != HCOLL_ERR_TIMEOUT) hcoll_request_free(op.req);
+                 (s == HCOLL_IN_PROGRESS ? "" : hcoll_request_error(op.req)));
+    if (s != HCOLL_IN_PROGRESS) hcoll_request_free(op.req);
     return;
   }
   const int n = op.size, me = op.rank;

@@ -27,7 +27,7 @@ int worldSize() { return sizeOf(world()); }
 
 hcoll_status_t waitAndFree(hcoll_request_t req, double timeoutSeconds) {
   hcoll_status_t s = hcoll_wait(req, timeoutSeconds);
-  if (s != HCOLL_ERR_TIMEOUT) hcoll_request_free(req);
+  if (s != HCOLL_IN_PROGRESS) hcoll_request_free(req);  // still in flight: leave it
   return s;
 }
 

@@ -294,3 +294,56 @@ TEST_CASE("coordinator: outputs assembled from all ranks must not overflow",
   }
   REQUIRE(has(ready[1].errorMessage, "for rank 0"));
 }
+
+TEST_CASE("coordinator: caller outputs (*_into) of the wrong size fail with MISMATCH naming them",
+          "[coordinator][into]") {
+  Coordinator c(2);
+  OpSpec a0 = spec("ag", OpKind::kAllgather, DataType::kInt32, {1, 2});
+  OpSpec a1 = spec("ag", OpKind::kAllgather, DataType::kInt32, {2, 2});
+  a0.outputRows = {2};  // the result has 1 + 2 = 3 rows
+  a1.outputRows = {3};
+  announce(c, 0, {a0});
+  announce(c, 1, {a1});
+  auto ready = c.takeReady();
+  REQUIRE(ready.size() == 1);
+  REQUIRE(ready[0].error == Code::kMismatch);
+  INFO(ready[0].errorMessage);
+  REQUIRE(has(ready[0].errorMessage, "'ag'"));
+  REQUIRE(has(ready[0].errorMessage, "output on rank 0 has dim0 2 but the result has 3 rows"));
+  REQUIRE(!has(ready[0].errorMessage, "rank 1 has dim0"));
+
+  // Right sizes pass; the response's rows are what each rank's output must hold.
+  a0.outputRows = {3};
+  announce(c, 0, {a0});
+  announce(c, 1, {a1});
+  ready = c.takeReady();
+  REQUIRE(ready.size() == 1);
+  REQUIRE(ready[0].error == Code::kSuccess);
+  REQUIRE(ready[0].resultRows(0, 0, 2) == 3);
+  // A cached response is replayed only for outputs that fit it.
+  REQUIRE(ready[0].matchesLocal(a0, 0, 2));
+  a0.outputRows = {4};
+  REQUIRE(!ready[0].matchesLocal(a0, 0, 2));
+
+  // reducescatter: exactly c_r rows (d0 = 5 over 2 ranks: 3 and 2); alltoall: at least.
+  OpSpec r0 = spec("rs", OpKind::kReducescatter, DataType::kFloat32, {5});
+  OpSpec r1 = r0;
+  r0.outputRows = {3};
+  r1.outputRows = {3};
+  announce(c, 0, {r0});
+  announce(c, 1, {r1});
+  ready = c.takeReady();
+  REQUIRE(ready[0].error == Code::kMismatch);
+  REQUIRE(has(ready[0].errorMessage, "output on rank 1 has dim0 3 but the result has 2 rows"));
+  OpSpec t0 = spec("a2a", OpKind::kAlltoall, DataType::kUint8, {4});
+  t0.splits = {2, 2};
+  OpSpec t1 = t0;
+  t0.outputRows = {9};  // more than the 4 rows it receives: fine
+  t1.outputRows = {3};  // fewer: refused
+  announce(c, 0, {t0});
+  announce(c, 1, {t1});
+  ready = c.takeReady();
+  REQUIRE(ready[0].error == Code::kMismatch);
+  REQUIRE(has(ready[0].errorMessage, "rank 1 has dim0 3 but the result has 4 rows"));
+  REQUIRE(!has(ready[0].errorMessage, "rank 0 has dim0"));
+}

@@ -35,6 +35,7 @@ RequestList sampleRequests() {
   l.flags = 0x5;
   l.ops = {sampleSpec("a", OpKind::kAllreduce), sampleSpec("", OpKind::kAlltoall),
            sampleSpec(std::string(100, 'x'), OpKind::kCommCreate)};
+  l.ops[1].outputRows = {9, 0};  // *_into: one per member
   return l;
 }
 
@@ -45,6 +46,7 @@ ResponseList sampleResponses() {
   ok.dim0PerRank = {1, 0, 3, 4, 5, 6};
   ok.splitMatrix = {0, 1, 2, 3};
   ok.lastJoinedRank = 3;
+  ok.spec.outputRows = {5, 0};
   Response bad;
   bad.error = Code::kMismatch;
   bad.errorMessage = "mismatched dtype: rank 0 has float32, rank 1 has int8";
@@ -230,6 +232,15 @@ TEST_CASE("wire: specs no C API call can produce are rejected", "[wire]") {
     OpSpec s = base;
     s.members = {MemberSpec{DataType::kInt8, {int64_t{1} << 32, int64_t{1} << 32}}};
     rejected(s, "overflows");
+  }
+  SECTION("caller output rows: one per member, never negative") {
+    OpSpec s = base;
+    s.outputRows = {1, 2};
+    REQUIRE(decodeOne(s).isOk());
+    s.outputRows = {1};
+    rejected(s, "output rows do not match the members");
+    s.outputRows = {1, -1};
+    rejected(s, "negative output rows");
   }
   SECTION("byte count overflow") {
     OpSpec s = base;

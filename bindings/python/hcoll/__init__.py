@@ -18,14 +18,14 @@ from ._lib import (ERR_BACKEND, ERR_DUPLICATE_NAME, ERR_INTERNAL, ERR_INVALID_AR
                    SUCCESS)
 from ._api import (Comm, HcollError, Request, abort, abort_on_exception, initialize,
                    is_initialized, last_error, mpi_version, nccl_built, shutdown, status_string,
-                   version, world)
+                   version, version_string, world)
 
 library_path = _lib.lib.hcoll_path
 
 __all__ = [
     "Comm", "HcollError", "Request", "abort", "abort_on_exception", "initialize",
     "is_initialized", "last_error", "mpi_version", "nccl_built",
-    "shutdown", "status_string", "version", "world", "library_path",
+    "shutdown", "status_string", "version", "version_string", "world", "library_path",
     "allreduce", "grouped_allreduce", "allgather", "grouped_allgather", "broadcast",
     "grouped_broadcast", "alltoall", "reducescatter", "grouped_reducescatter", "barrier", "join",
 ]

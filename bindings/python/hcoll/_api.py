@@ -136,8 +136,13 @@ def is_initialized():
 
 def version():
     v = [ctypes.c_int() for _ in range(3)]
-    _check(lib.hcoll_get_version(*[ctypes.byref(x) for x in v]))
+    _check(lib.hcoll_version(*[ctypes.byref(x) for x in v]))
     return tuple(x.value for x in v)
+
+
+def version_string():
+    """The loaded library's version, "major.minor.patch"."""
+    return lib.hcoll_version_string().decode()
 
 
 def status_string(status):
@@ -404,14 +409,29 @@ class Comm:
                             [din, ain, dout, aout], False, xs if outs is None else list(outs),
                             grouped=True)
 
-    def allgather(self, x, name=None):
+    # out=/outs=: the caller's array(s) receive the result through the C *_into calls (no copy,
+    # no runtime-owned output); result() then returns them. Their dim 0 is checked by the
+    # negotiation: a wrong one raises ERR_MISMATCH from wait() on every rank.
+
+    def allgather(self, x, name=None, out=None):
         d = _tensor.describe(x, "x")
+        if out is not None:
+            do = _tensor.describe(out, "out", written=True)
+            return self._submit(lib.hcoll_allgather_into,
+                                [_name(name), ctypes.byref(d.c), ctypes.byref(do.c), None],
+                                [d, do], False, out)
         return self._submit(lib.hcoll_allgather, [_name(name), ctypes.byref(d.c)], [d],
                             _tensor.is_torch(x))
 
-    def grouped_allgather(self, xs, name=None):
+    def grouped_allgather(self, xs, name=None, outs=None):
         xs = list(xs)
         d, a = _tensor.describe_all(xs, "xs")
+        if outs is not None:
+            outs = list(outs)
+            do, ao = _tensor.describe_all(outs, "outs", written=True)
+            return self._submit(lib.hcoll_grouped_allgather_into,
+                                [_name(name), len(xs), a, ao, None], [d, a, do, ao], False, outs,
+                                grouped=True)
         return self._submit(lib.hcoll_grouped_allgather, [_name(name), len(xs), a], [d, a],
                             _any_torch(xs), grouped=True)
 
@@ -427,25 +447,44 @@ class Comm:
         return self._submit(lib.hcoll_grouped_broadcast, [_name(name), len(xs), a, int(root)],
                             [d, a], False, xs, grouped=True)
 
-    def alltoall(self, x, splits=None, name=None):
-        """Sends splits[i] rows of x to rank i (None = even); output 0 is what arrived."""
+    def alltoall(self, x, splits=None, name=None, out=None):
+        """Sends splits[i] rows of x to rank i (None = even); output 0 is what arrived. With
+        `out`, the rows arrive in out (dim 0 >= the rows received; the rest is untouched) and
+        result() returns out; received_splits() says how many came from each rank."""
         d = _tensor.describe(x, "x")
         sp = None
         if splits is not None:
             splits = [int(s) for s in splits]
             sp = (ctypes.c_int64 * max(len(splits), 1))(*splits)
+        if out is not None:
+            do = _tensor.describe(out, "out", written=True)
+            return self._submit(lib.hcoll_alltoall_into,
+                                [_name(name), ctypes.byref(d.c), sp, ctypes.byref(do.c), None],
+                                [d, sp, do], False, out)
         return self._submit(lib.hcoll_alltoall, [_name(name), ctypes.byref(d.c), sp], [d, sp],
                             _tensor.is_torch(x))
 
-    def reducescatter(self, x, op=_lib.SUM, name=None, prescale=1.0, postscale=1.0):
+    def reducescatter(self, x, op=_lib.SUM, name=None, prescale=1.0, postscale=1.0, out=None):
         d = _tensor.describe(x, "x")
+        if out is not None:
+            do = _tensor.describe(out, "out", written=True)
+            return self._submit(lib.hcoll_reducescatter_into,
+                                [_name(name), ctypes.byref(d.c), ctypes.byref(do.c), op,
+                                 prescale, postscale, None], [d, do], False, out)
         return self._submit(lib.hcoll_reducescatter,
                             [_name(name), ctypes.byref(d.c), op, prescale, postscale], [d],
                             _tensor.is_torch(x))
 
-    def grouped_reducescatter(self, xs, op=_lib.SUM, name=None, prescale=1.0, postscale=1.0):
+    def grouped_reducescatter(self, xs, op=_lib.SUM, name=None, prescale=1.0, postscale=1.0,
+                              outs=None):
         xs = list(xs)
         d, a = _tensor.describe_all(xs, "xs")
+        if outs is not None:
+            outs = list(outs)
+            do, ao = _tensor.describe_all(outs, "outs", written=True)
+            return self._submit(lib.hcoll_grouped_reducescatter_into,
+                                [_name(name), len(xs), a, ao, op, prescale, postscale, None],
+                                [d, a, do, ao], False, outs, grouped=True)
         return self._submit(lib.hcoll_grouped_reducescatter,
                             [_name(name), len(xs), a, op, prescale, postscale], [d, a],
                             _any_torch(xs), grouped=True)

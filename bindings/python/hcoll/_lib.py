@@ -6,6 +6,7 @@ values are part of the ABI and never change.
 
 import ctypes
 import os
+import re
 
 # hcoll_status_t
 SUCCESS = 0
@@ -82,6 +83,11 @@ class InitParams(ctypes.Structure):
     ]
 
 
+class OpOptions(ctypes.Structure):
+    """hcoll_op_options_t (mask-first; no option is defined yet, the binding passes NULL)."""
+    _fields_ = [("mask", ctypes.c_uint64)]
+
+
 STATS_FIELDS = ("cycles", "slow_path_negotiations", "cache_hits", "backend_calls",
                 "fused_tensors", "bytes", "queue_depth")
 
@@ -104,7 +110,8 @@ PROTOTYPES = {
     "hcoll_initialize": (status_t, [_P(InitParams)]),
     "hcoll_shutdown": (status_t, []),
     "hcoll_is_initialized": (_i, []),
-    "hcoll_get_version": (status_t, [_INT_P, _INT_P, _INT_P]),
+    "hcoll_version": (status_t, [_INT_P, _INT_P, _INT_P]),
+    "hcoll_version_string": (_c, []),
     "hcoll_status_string": (_c, [status_t]),
     "hcoll_last_error": (_c, []),
     "hcoll_nccl_built": (_i, []),
@@ -131,6 +138,15 @@ PROTOTYPES = {
     "hcoll_alltoall": (status_t, [comm_t, _c, _TENSOR_P, _P(ctypes.c_int64), _REQ_P]),
     "hcoll_reducescatter": (status_t, [comm_t, _c, _TENSOR_P, _i, _d, _d, _REQ_P]),
     "hcoll_grouped_reducescatter": (status_t, [comm_t, _c, _i, _TENSOR_P, _i, _d, _d, _REQ_P]),
+    "hcoll_allgather_into": (status_t, [comm_t, _c, _TENSOR_P, _TENSOR_P, _P(OpOptions), _REQ_P]),
+    "hcoll_grouped_allgather_into": (status_t, [comm_t, _c, _i, _TENSOR_P, _TENSOR_P,
+                                                _P(OpOptions), _REQ_P]),
+    "hcoll_alltoall_into": (status_t, [comm_t, _c, _TENSOR_P, _P(ctypes.c_int64), _TENSOR_P,
+                                       _P(OpOptions), _REQ_P]),
+    "hcoll_reducescatter_into": (status_t, [comm_t, _c, _TENSOR_P, _TENSOR_P, _i, _d, _d,
+                                            _P(OpOptions), _REQ_P]),
+    "hcoll_grouped_reducescatter_into": (status_t, [comm_t, _c, _i, _TENSOR_P, _TENSOR_P, _i, _d,
+                                                    _d, _P(OpOptions), _REQ_P]),
     "hcoll_barrier": (status_t, [comm_t, _REQ_P]),
     "hcoll_join": (status_t, [comm_t, _REQ_P]),
     "hcoll_test": (status_t, [request_t]),
@@ -169,18 +185,44 @@ def candidate_paths():
     return paths
 
 
+# The MPI libraries hcoll may pull in: MPICH's libmpich, Open MPI's libmpi and its support layers.
+_MPI_LIBRARY = re.compile(r"^lib(mpich|mpi|open-pal|open-rte)[.-].*so")
+
+
+def _promote_mpi_to_global():
+    """Makes the MPI library that libhcoll.so.0 pulled in global (RTLD_NOLOAD | RTLD_GLOBAL: the
+    loaded copy is promoted, nothing new is loaded). This is the one part that must be global:
+    Open MPI's dlopen()ed components (and mpi4py's expectations) resolve MPI symbols from the
+    global scope, as when the application itself links MPI. Loading libhcoll RTLD_LOCAL would
+    otherwise hide its MPI from them. The dependency of an already loaded library is found in
+    /proc/self/maps (Linux)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split()[-1] for line in maps if "/" in line}
+    except OSError:
+        return
+    for path in sorted(paths):
+        if _MPI_LIBRARY.match(os.path.basename(path)):
+            try:
+                ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL | os.RTLD_NOLOAD)
+            except OSError:
+                pass  # not loadable by that name (deleted file): leave it as it is
+
+
 def load():
     errors = []
     for path in candidate_paths():
         if os.sep in path and not os.path.exists(path):
             continue
         try:
-            # RTLD_GLOBAL so that the MPI library hcoll pulls in is shared with anything loaded
-            # later in the process (one process never loads two MPIs).
-            lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+            # RTLD_LOCAL: hcoll's own hcoll_* names stay out of the process's global scope, so
+            # nothing loaded later (Open MPI's coll/hcoll looking for NVIDIA's libhcoll.so.1, or
+            # another binding) can bind to them by accident; ctypes reaches them through `lib`.
+            lib = ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
         except OSError as e:
             errors.append(f"{path}: {e}")
             continue
+        _promote_mpi_to_global()
         for name, (restype, argtypes) in PROTOTYPES.items():
             fn = getattr(lib, name)
             fn.restype = restype
