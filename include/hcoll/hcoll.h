@@ -271,7 +271,9 @@ HCOLL_API hcoll_status_t hcoll_grouped_broadcast(hcoll_comm_t comm, const char* 
                                                  hcoll_request_t* req);
 
 /* Sends splits[i] rows (dim 0) of `in` to rank i; splits has N entries >= 0 summing to <= dim0
- * (trailing rows ignored), NULL = dim0 / N rows each (dim0 % N must be 0). Output 0 holds the rows
+ * (trailing rows ignored), NULL = dim0 / N rows each (dim0 % N must be 0). The call reads
+ * exactly N = communicator-size entries and cannot see the array's length: a shorter array is
+ * undefined behaviour (bindings that know the length check it). Output 0 holds the rows
  * from rank 0, then 1, ...; hcoll_request_received_splits gives how many came from each rank. */
 HCOLL_API hcoll_status_t hcoll_alltoall(hcoll_comm_t comm, const char* name,
                                         const hcoll_tensor_t* in, const int64_t* splits,
