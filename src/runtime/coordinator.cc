@@ -1,6 +1,8 @@
 #include "runtime/coordinator.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <sstream>
 
@@ -13,10 +15,15 @@ std::string rankList(const std::vector<int>& ranks) {
   return s;
 }
 
+// The shortest text that reads back as exactly `x`: scale factors that differ only in their last
+// bits (1/3 computed in float on one rank, in double on another) must not print alike.
 std::string formatDouble(double x) {
-  std::ostringstream os;
-  os << x;
-  return os.str();
+  char buf[32];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, x);
+    if (std::strtod(buf, nullptr) == x) break;
+  }
+  return buf;
 }
 
 std::string describeRanks(const std::vector<int32_t>& v) {
