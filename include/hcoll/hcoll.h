@@ -292,12 +292,18 @@ HCOLL_API hcoll_status_t hcoll_grouped_reducescatter(hcoll_comm_t comm, const ch
                                                      hcoll_reduce_op_t op, double prescale,
                                                      double postscale, hcoll_request_t* req);
 
-/* Completes once every member reached it; may overtake pending named operations. */
+/* Completes once every member reached it; may overtake pending named operations. A rank that has
+ * joined (hcoll_join) counts as having reached it: it takes part without calling it, and its own
+ * automatic barrier count moves on, so the next barrier it calls pairs with everyone else's. */
 HCOLL_API hcoll_status_t hcoll_barrier(hcoll_comm_t comm, hcoll_request_t* req);
 
 /* Marks this rank as done: until every rank joined, it contributes zeros to other ranks'
- * allreduces (allgather, broadcast, alltoall and reducescatter fail with MISMATCH meanwhile).
- * Completes when every rank joined; output 0 is an int32 scalar, the rank that joined last. */
+ * allreduces and counts as present for barriers (allgather, broadcast, alltoall and
+ * reducescatter fail with MISMATCH meanwhile). Operations named automatically ("<op>.<n>") that
+ * complete or fail without it advance its own counters, so unnamed calls stay aligned after.
+ * Completes when every rank joined; output 0 is an int32 scalar, the rank that joined last in
+ * time (the same on every rank; joins within a few microseconds of each other are ordered by
+ * rank). */
 HCOLL_API hcoll_status_t hcoll_join(hcoll_comm_t comm, hcoll_request_t* req);
 
 /* ---------------------------------------------------------------------------------------------- */

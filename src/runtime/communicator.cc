@@ -1,5 +1,8 @@
 #include "runtime/communicator.h"
 
+#include <algorithm>
+#include <charconv>
+#include <limits>
 #include <optional>
 
 #include "backends/device.h"
@@ -66,6 +69,7 @@ Status Communicator::submit(std::unique_ptr<LocalOp> op) {
                     "an operation named '" + op->spec.name + "' is already in flight");
     }
     if (autoNamed) ++counter;
+    op->spec.autoNamed = autoNamed;
     op->submittedAt = std::chrono::steady_clock::now();
     op->flightSeq = recorder_->submitted(op->spec);
     incoming_.push_back(std::move(op));
@@ -175,6 +179,7 @@ void Communicator::run() {
         recorder_->advance(op->flightSeq, FlightState::kNegotiated);
       }
     }
+    alignAutoNames(round.responses);
     if (round.slowPath) stats_.slowPath.fetch_add(1, std::memory_order_relaxed);
     stats_.cacheHits.fetch_add(round.fromCache, std::memory_order_relaxed);
     if (timeline_) recordRound(roundStart, round, pending);
@@ -195,6 +200,24 @@ void Communicator::run() {
     incoming_.clear();
   }
   failAll(pending, endStatus);
+}
+
+void Communicator::alignAutoNames(const std::vector<ResponsePtr>& responses) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const ResponsePtr& r : responses) {
+    // In flight here (pending or just submitted): this rank named it itself, so its counter is
+    // already past it.
+    if (!r->spec.autoNamed || inFlight_.count(r->spec.name)) continue;
+    const std::string prefix = std::string(opKindName(r->spec.kind)) + ".";
+    const std::string& name = r->spec.name;
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    uint64_t n = 0;
+    const char* end = name.data() + name.size();
+    auto [at, ec] = std::from_chars(name.data() + prefix.size(), end, n);
+    if (ec != std::errc() || at != end || n == std::numeric_limits<uint64_t>::max()) continue;
+    auto& counter = autoNameCounters_[static_cast<size_t>(r->spec.kind)];
+    counter = std::max(counter, n + 1);
+  }
 }
 
 void Communicator::recordRound(std::chrono::steady_clock::time_point start,

@@ -151,7 +151,7 @@ void Coordinator::add(int rank, RequestList list, Clock::time_point now) {
     }
     if (spec.kind == OpKind::kJoin) {
       joined_[rank] = true;
-      lastJoined_ = rank;
+      joinedAt_[rank] = now - std::chrono::microseconds(spec.ageMicros);
     }
     if (!e.specs[rank]) ++e.count;
     e.specs[rank] = std::move(spec);
@@ -181,7 +181,6 @@ std::vector<Response> Coordinator::takeReady() {
     table_.erase(it);
     if (out.back().spec.kind == OpKind::kJoin && out.back().error == Code::kSuccess) {
       std::fill(joined_.begin(), joined_.end(), false);
-      lastJoined_ = -1;
     }
   }
   return out;
@@ -286,8 +285,18 @@ Response Coordinator::makeResponse(const Entry& e) const {
       for (size_t j = 0; j < n; ++j) resp.splitMatrix[r * n + j] = e.specs[r]->splits[j];
     }
   }
-  if (resp.spec.kind == OpKind::kJoin) resp.lastJoinedRank = lastJoined_;
+  if (resp.spec.kind == OpKind::kJoin) resp.lastJoinedRank = lastJoined();
   return resp;
+}
+
+// The joined rank with the latest join time; equal times (joins within the clock's resolution)
+// go to the higher rank, so every run of the same inputs gives the same answer.
+int Coordinator::lastJoined() const {
+  int last = -1;
+  for (int r = 0; r < size_; ++r) {
+    if (joined_[r] && (last < 0 || joinedAt_[r] >= joinedAt_[last])) last = r;
+  }
+  return last;
 }
 
 std::vector<Coordinator::Stalled> Coordinator::stalled(double seconds, Clock::time_point now) const {

@@ -17,7 +17,8 @@ class Coordinator {
  public:
   using Clock = std::chrono::steady_clock;
 
-  explicit Coordinator(int size) : size_(size), joined_(static_cast<size_t>(size), false) {}
+  explicit Coordinator(int size)
+      : size_(size), joined_(static_cast<size_t>(size), false), joinedAt_(joined_.size()) {}
 
   // Records what `rank` announced this round.
   void add(int rank, RequestList list, Clock::time_point now);
@@ -53,7 +54,9 @@ class Coordinator {
   uint64_t nextOrder_ = 0;
   std::unordered_map<std::string, Entry> table_;
   std::vector<bool> joined_;
-  int lastJoined_ = -1;
+  // When each joined rank joined, in this coordinator's clock (arrival minus the join's age).
+  std::vector<Clock::time_point> joinedAt_;
+  int lastJoined() const;
 };
 
 }  // namespace hcoll::runtime

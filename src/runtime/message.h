@@ -34,6 +34,15 @@ struct OpSpec {
   std::vector<int32_t> ranks;   // comm_create: the parent ranks of the new communicator
   int32_t color = 0;            // comm_split
   int32_t key = 0;              // comm_split
+  // Named "<op>.<n>" by the communicator's call order (no name given): a joined rank that sees
+  // such an operation complete without it advances its own counter, so later automatic names
+  // stay aligned across ranks.
+  bool autoNamed = false;
+  // join: how long it had been submitted on this rank when announced (microseconds). Rounds
+  // gather announcements from all ranks at about the same moment, so the coordinator orders
+  // joins by (arrival - age) in its own clock: the rank that joined last in time, even when two
+  // joins arrive in one round (no clocks of different nodes are compared).
+  int64_t ageMicros = 0;
 
   bool operator==(const OpSpec& o) const;
 };

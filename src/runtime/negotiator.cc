@@ -127,12 +127,20 @@ Status Negotiator::exchangeWithCoordinator(PendingOps& pending,
                                            const std::vector<std::string>& replayed,
                                            std::vector<ResponsePtr>* out) {
   RequestList mine;
+  const auto announcedAt = Clock::now();
   for (auto& op : pending.all()) {
     if (op->announced ||
         std::find(replayed.begin(), replayed.end(), op->spec.name) != replayed.end()) {
       continue;
     }
     mine.ops.push_back(op->spec);
+    if (op->spec.kind == OpKind::kJoin) {
+      // Measured now, just after the round's readiness allreduce that every rank left at about
+      // the same moment: the coordinator turns it into a join time in its own clock.
+      mine.ops.back().ageMicros = std::chrono::duration_cast<std::chrono::microseconds>(
+                                      announcedAt - op->submittedAt)
+                                      .count();
+    }
     op->announced = true;
   }
   std::vector<std::vector<uint8_t>> gathered;

@@ -2,6 +2,8 @@
 // announced order, validation messages naming the operation, the field and the ranks, join.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "runtime/coordinator.h"
 
 using namespace hcoll;
@@ -293,4 +295,26 @@ TEST_CASE("coordinator: outputs assembled from all ranks must not overflow",
     REQUIRE(has(r.errorMessage, "overflows"));
   }
   REQUIRE(has(ready[1].errorMessage, "for rank 0"));
+}
+
+TEST_CASE("coordinator: join reports the rank that joined last in time, not the highest rank",
+          "[coordinator][join]") {
+  // All three joins arrive in one round (idle ranks do not negotiate until they submit); their
+  // ages at announcement say rank 1 joined last, rank 0 first.
+  for (auto ages : {std::vector<int64_t>{300000, 0, 150000}, std::vector<int64_t>{0, 150000, 300000}}) {
+    Coordinator c(3);
+    const auto now = Clock::now();
+    for (int r = 0; r < 3; ++r) {
+      OpSpec join = spec("join.0", OpKind::kJoin);
+      join.members.clear();
+      join.ageMicros = ages[r];
+      RequestList l;
+      l.ops = {join};
+      c.add(r, std::move(l), now);
+    }
+    auto ready = c.takeReady();
+    REQUIRE(ready.size() == 1);
+    const int youngest = static_cast<int>(std::min_element(ages.begin(), ages.end()) - ages.begin());
+    REQUIRE(ready[0].lastJoinedRank == youngest);
+  }
 }
