@@ -237,7 +237,9 @@ HCOLL_API hcoll_status_t hcoll_comm_stats(hcoll_comm_t comm, hcoll_comm_stats_t*
 
 /* Reduces `in` over all ranks into `out` (same dtype and shape; may alias `in`). Each element is
  * multiplied by `prescale` before and by `postscale` after the reduction (AVERAGE adds 1/N).
- * Integers are scaled in double and truncated; float16/bfloat16 accumulate in float32. For bool,
+ * Integers are scaled in double and truncated. float16/bfloat16 SUM/AVERAGE/PRODUCT of host
+ * tensors accumulate in float32 and are rounded to 16 bits once, after the reduction (before
+ * postscale); CUDA tensors (NCCL) are rounded to 16 bits at each reduction step. For bool,
  * SUM/MAX are OR and MIN/PRODUCT are AND; scaling or AVERAGE of bool is INVALID_ARGUMENT. */
 HCOLL_API hcoll_status_t hcoll_allreduce(hcoll_comm_t comm, const char* name,
                                          const hcoll_tensor_t* in, const hcoll_tensor_t* out,

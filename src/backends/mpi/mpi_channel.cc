@@ -4,6 +4,7 @@
 
 #include "backends/mpi/mpi_pending.h"
 #include "backends/mpi/mpi_types.h"
+#include "backends/mpi/mpi_widen.h"
 
 namespace hcoll::backends::mpi {
 namespace {
@@ -222,6 +223,12 @@ PendingPtr MpiChannel::broadcastBytes(std::vector<uint8_t>* buf) {
 }
 
 PendingPtr MpiChannel::allreduce(void* buf, size_t count, DataType dtype, ReduceOp op) {
+  if (reducesInFloat32(dtype, op)) {
+    auto wide = std::make_unique<WideBuffer>(count);
+    wide->widen(buf, 0, count, dtype);
+    PendingPtr inner = allreduce(wide->data(), count, DataType::kFloat32, op);
+    return narrowWhenDone(std::move(inner), std::move(wide), 0, count, dtype, buf);
+  }
   MPI_Comm c = data_.get();
   MPI_Datatype type = toMpiType(dtype);
   MPI_Op mpiOp = toMpiOp(op, dtype);
@@ -293,6 +300,17 @@ PendingPtr MpiChannel::alltoallv(const void* send, const std::vector<size_t>& se
 PendingPtr MpiChannel::reduceScatter(const void* send, void* recv,
                                      const std::vector<size_t>& recvCounts, DataType dtype,
                                      ReduceOp op) {
+  if (reducesInFloat32(dtype, op)) {
+    // One buffer: the whole widened input, then this rank's widened block.
+    size_t total = 0;
+    for (size_t c : recvCounts) total += c;
+    const size_t mine = recvCounts[static_cast<size_t>(rank_)];
+    auto wide = std::make_unique<WideBuffer>(total + mine);
+    wide->widen(send, 0, total, dtype);
+    PendingPtr inner =
+        reduceScatter(wide->data(), wide->data() + total, recvCounts, DataType::kFloat32, op);
+    return narrowWhenDone(std::move(inner), std::move(wide), total, mine, dtype, recv);
+  }
   auto p = std::make_unique<RequestsPending>();
   p->intArrays.resize(2);
   if (!toIntCounts(recvCounts, &p->intArrays[0], &p->intArrays[1])) {
