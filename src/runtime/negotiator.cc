@@ -66,6 +66,7 @@ Status Negotiator::round(PendingOps& pending, bool closing, RoundResult* out) {
   const size_t slots = cache_.enabled() ? cache_.slotCount() : 0;
   roundPending_ = &pending;
   roundClosing_ = closing;
+  ++roundSeq_;
   words_.assign(1 + (slots + 63) / 64, 0);
 
   uint64_t flags = closing ? kAnyClosing : 0;
@@ -83,7 +84,7 @@ Status Negotiator::round(PendingOps& pending, bool closing, RoundResult* out) {
   words_[0] = (~flags & kOrMask) | (closing ? kAllClosing : 0);
 
   auto bits = channel_.allreduceBitsAnd(words_.data(), words_.size());
-  if (Status s = waitControl(bits, "readiness allreduce"); !s.isOk()) {
+  if (Status s = waitControl(bits, "readiness allreduce", /*entry=*/true); !s.isOk()) {
     std::lock_guard<std::mutex> lock(abandoned().mutex);
     abandoned().words.push_back(std::move(words_));
     return s;
@@ -227,8 +228,31 @@ void Negotiator::dumpRecorder(const std::string& why) const {
   if (Status s = FlightRecorder::writeFile(why); !s.isOk()) log_->error("{}", s.message());
 }
 
-Status Negotiator::waitControl(backends::PendingPtr& step, const char* what) {
+std::string Negotiator::describeMissing(bool entry) {
+  const int size = channel_.size();
+  if (!entry || !channel_.tracksWaiting()) {
+    return "the other " + std::to_string(size - 1) + " rank(s) of the communicator";
+  }
+  const std::vector<int> waiting = channel_.peersWaiting(roundSeq_);
+  std::vector<int> missing;
+  for (int r = 0; r < size; ++r) {
+    if (r != channel_.rank() && std::find(waiting.begin(), waiting.end(), r) == waiting.end()) {
+      missing.push_back(r);
+    }
+  }
+  std::string text = "ranks " + rankList(missing) + " of the communicator, which have not entered "
+                     "this negotiation round";
+  if (!waiting.empty()) text += " (ranks " + rankList(waiting) + " are waiting in it too)";
+  return text;
+}
+
+Status Negotiator::waitControl(backends::PendingPtr& step, const char* what, bool entry) {
   bool warned = false;
+  bool noted = false;
+  // Early enough that peers' notes arrive before the warning, late enough that a round that
+  // merely takes a moment sends nothing.
+  const double noteAfter = std::min(1.0, config_.stallCheckSeconds / 2);
+  const bool diagnose = config_.stallCheckSeconds > 0 || config_.stallShutdownSeconds > 0;
   auto pendingNames = [this] {
     std::string names;
     size_t listed = 0;
@@ -256,13 +280,17 @@ Status Negotiator::waitControl(backends::PendingPtr& step, const char* what) {
       log_->error("{}", message);
       return shutDown(message);
     }
+    if (entry && diagnose && !noted && (waited >= noteAfter || config_.stallCheckSeconds <= 0)) {
+      noted = true;
+      channel_.noteWaiting(roundSeq_);
+    }
     if (!warned && config_.stallCheckSeconds > 0 && waited >= config_.stallCheckSeconds) {
       warned = true;
       log_->warn(
-          "stall: rank {} has waited {:.1f} s in the {} for the other {} rank(s) of the "
-          "communicator; operations pending here: {}. A rank with nothing pending does not "
-          "negotiate: some rank has not submitted these operations, or has exited",
-          rank, waited, what, channel_.size() - 1, pendingNames());
+          "stall: rank {} has waited {:.1f} s in the {} for {}; operations pending here: {}. "
+          "A rank with nothing pending does not negotiate: some rank has not submitted these "
+          "operations, or has exited",
+          rank, waited, what, describeMissing(entry), pendingNames());
       dumpRecorder("stall: negotiation round waiting for other ranks");
     }
     if (!roundClosing_ && config_.stallShutdownSeconds > 0 &&
@@ -271,6 +299,7 @@ Status Negotiator::waitControl(backends::PendingPtr& step, const char* what) {
           "timed out after " + std::to_string(static_cast<int>(waited)) +
           " s: the other ranks of the communicator did not all join the negotiation of " +
           pendingNames() + " (rank " + std::to_string(rank) + " waited in the " + what +
+          " for " + describeMissing(entry) +
           "); a rank that has not submitted them, or has exited, is missing. The "
           "communicator is unusable from now on";
       log_->error("stall shutdown: {}", message);

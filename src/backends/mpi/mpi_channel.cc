@@ -1,5 +1,6 @@
 #include "backends/mpi/mpi_channel.h"
 
+#include <algorithm>
 #include <climits>
 
 #include "backends/mpi/mpi_pending.h"
@@ -11,6 +12,7 @@ namespace {
 
 constexpr int kGatherTag = 1;
 constexpr int kBroadcastTag = 2;
+constexpr int kWaitingNoteTag = 7;  // stall notes (noteWaiting)
 
 // Receives one message of unknown size from `source` once it arrived (MPI_Improbe + MPI_Mrecv).
 bool tryReceive(MPI_Comm comm, int source, int tag, std::vector<uint8_t>* out, Status* status) {
@@ -203,6 +205,63 @@ Status MpiChannel::make(CommHandle base, std::unique_ptr<Channel>* out) {
   ch->control_ = std::move(base);
   *out = std::move(ch);
   return Status::ok();
+}
+
+MpiChannel::~MpiChannel() {
+  if (noteSends_.empty()) return;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  // Point-to-point sends may be freed while active; their values must outlive them, so the
+  // deque's storage is handed over to a never-freed owner (a few bytes per stall, if any).
+  for (MPI_Request& r : noteSends_) {
+    if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+  }
+  new std::deque<uint64_t>(std::move(noteValues_));
+}
+
+void MpiChannel::noteWaiting(uint64_t round) {
+  if (!noteSends_.empty()) {
+    int done = 0;
+    MPI_Testall(static_cast<int>(noteSends_.size()), noteSends_.data(), &done,
+                MPI_STATUSES_IGNORE);
+    if (done) {
+      noteSends_.clear();
+      noteValues_.clear();
+    }
+  }
+  noteValues_.push_back(round);
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    MPI_Request req;
+    if (MPI_Isend(&noteValues_.back(), 1, MPI_UINT64_T, r, kWaitingNoteTag, control_.get(),
+                  &req) == MPI_SUCCESS) {
+      noteSends_.push_back(req);
+    }
+  }
+}
+
+std::vector<int> MpiChannel::peersWaiting(uint64_t round) {
+  notedRound_.resize(static_cast<size_t>(size_), 0);
+  while (true) {
+    int flag = 0;
+    MPI_Message message;
+    MPI_Status status;
+    if (MPI_Improbe(MPI_ANY_SOURCE, kWaitingNoteTag, control_.get(), &flag, &message, &status) !=
+            MPI_SUCCESS ||
+        !flag) {
+      break;
+    }
+    uint64_t noted = 0;
+    if (MPI_Mrecv(&noted, 1, MPI_UINT64_T, &message, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
+    uint64_t& latest = notedRound_[static_cast<size_t>(status.MPI_SOURCE)];
+    latest = std::max(latest, noted);
+  }
+  std::vector<int> out;
+  for (int r = 0; r < size_; ++r) {
+    if (r != rank_ && notedRound_[static_cast<size_t>(r)] == round) out.push_back(r);
+  }
+  return out;
 }
 
 PendingPtr MpiChannel::allreduceBitsAnd(uint64_t* words, size_t count) {

@@ -5,6 +5,8 @@
 
 #include <mpi.h>
 
+#include <deque>
+
 #include <memory>
 
 #include "backends/backend.h"
@@ -47,6 +49,10 @@ class MpiChannel final : public Channel {
   PendingPtr gatherBytes(std::vector<uint8_t> mine,
                          std::vector<std::vector<uint8_t>>* atRoot) override;
   PendingPtr broadcastBytes(std::vector<uint8_t>* buf) override;
+  bool tracksWaiting() const override { return true; }
+  void noteWaiting(uint64_t round) override;
+  std::vector<int> peersWaiting(uint64_t round) override;
+  ~MpiChannel() override;
 
   PendingPtr allreduce(void* buf, size_t count, DataType dtype, ReduceOp op) override;
   PendingPtr allgatherv(const void* send, size_t sendBytes, void* recv,
@@ -70,6 +76,11 @@ class MpiChannel final : public Channel {
   int size_ = 1;
   int localRank_ = 0;
   int localSize_ = 1;
+  // Stall notes: sends in flight and their values (a deque keeps their addresses), and the
+  // latest round each peer noted.
+  std::vector<MPI_Request> noteSends_;
+  std::deque<uint64_t> noteValues_;
+  std::vector<uint64_t> notedRound_;
 };
 
 }  // namespace hcoll::backends::mpi
