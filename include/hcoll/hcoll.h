@@ -231,8 +231,12 @@ HCOLL_API hcoll_status_t hcoll_comm_stats(hcoll_comm_t comm, hcoll_comm_stats_t*
 /* across ranks whatever order each rank submits in. Tensor descriptors (and shapes) are copied;  */
 /* the data they point to must stay valid until the request completes.                            */
 /* Synchronous errors: INVALID_ARGUMENT, INVALID_HANDLE, NOT_INITIALIZED, DUPLICATE_NAME,        */
-/* SHUT_DOWN, UNSUPPORTED (e.g. a CUDA tensor without the NCCL backend). Asynchronous errors      */
-/* (from hcoll_test/hcoll_wait, on every rank): MISMATCH, TIMEOUT, SHUT_DOWN, BACKEND.            */
+/* SHUT_DOWN, UNSUPPORTED (e.g. a CUDA tensor without the NCCL backend; an allgather or          */
+/* alltoall part over INT_MAX bytes, or a reducescatter over INT_MAX elements, when the MPI      */
+/* lacks MPI-4 large counts, as Open MPI 4.1 does). Asynchronous errors (from hcoll_test or      */
+/* hcoll_wait, on every rank): MISMATCH, TIMEOUT, SHUT_DOWN, BACKEND, and UNSUPPORTED when,      */
+/* without MPI-4 large counts, an allgather output or an alltoall receive total assembled from   */
+/* all ranks exceeds INT_MAX bytes.                                                              */
 /* ---------------------------------------------------------------------------------------------- */
 
 /* Reduces `in` over all ranks into `out` (same dtype and shape; may alias `in`). Each element is

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstddef>
 #include <memory>
 #include <vector>
 
@@ -68,6 +69,11 @@ class Channel : public Collectives {
   // stall asks which peers did (peersWaiting); the others have not entered the round. A backend
   // that cannot tell returns false from tracksWaiting (the default).
   virtual bool tracksWaiting() const { return false; }
+
+  // The largest count or displacement one rank's part of an allgather or alltoall (bytes) or a
+  // reducescatter (elements) may have: the runtime refuses bigger operations at submission.
+  // allreduce and broadcast have no such limit (they are split into chunks).
+  virtual size_t maxVectorCount() const { return SIZE_MAX; }
   virtual void noteWaiting(uint64_t round) { (void)round; }
   virtual std::vector<int> peersWaiting(uint64_t round) {
     (void)round;

@@ -138,6 +138,39 @@ std::string outputOverflow(const std::vector<std::optional<OpSpec>>& specs, cons
   return "";
 }
 
+// What no rank could check at submission: the bytes one rank receives from all ranks (its
+// allgather output, its alltoall receive total) against the backend's count limit. Over it the
+// operation fails on every rank with UNSUPPORTED, rather than on the ranks that receive the most
+// while the others enter the collective.
+std::string assembledOverLimit(const std::vector<std::optional<OpSpec>>& specs, const OpSpec& ref,
+                               size_t limit) {
+  if (limit == SIZE_MAX) return "";
+  const size_t n = specs.size();
+  if (ref.kind == OpKind::kAllgather) {
+    uint64_t bytes = 0;
+    for (size_t m = 0; m < ref.members.size(); ++m) {
+      const uint64_t rowBytes = static_cast<uint64_t>(rowElements(ref.members[m].shape)) *
+                                dataTypeSize(ref.members[m].dtype);
+      for (size_t r = 0; r < n; ++r) bytes += static_cast<uint64_t>(specs[r]->members[m].shape[0]) * rowBytes;
+    }
+    if (bytes > limit) {
+      return "its output is " + std::to_string(bytes) + " bytes on every rank";
+    }
+  }
+  if (ref.kind == OpKind::kAlltoall) {
+    const uint64_t rowBytes = static_cast<uint64_t>(rowElements(ref.members[0].shape)) *
+                              dataTypeSize(ref.members[0].dtype);
+    for (size_t to = 0; to < n; ++to) {
+      uint64_t bytes = 0;
+      for (size_t r = 0; r < n; ++r) bytes += static_cast<uint64_t>(specs[r]->splits[to]) * rowBytes;
+      if (bytes > limit) {
+        return "rank " + std::to_string(to) + " would receive " + std::to_string(bytes) + " bytes";
+      }
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 void Coordinator::add(int rank, RequestList list, Clock::time_point now) {
@@ -262,6 +295,12 @@ Response Coordinator::validate(const std::string& name, const Entry& e) const {
     // Reached only without joined ranks (checked above), so every rank's spec is present.
     if (std::string why = outputOverflow(e.specs, r0); !why.empty()) {
       return fail(why, Code::kInternal);
+    }
+    if (std::string why = assembledOverLimit(e.specs, r0, maxVectorCount_); !why.empty()) {
+      return fail(why + ", more than the " + std::to_string(maxVectorCount_) +
+                      " this build's MPI can move to one rank (it has no MPI-4 large-count "
+                      "calls; an MPI-4 library such as MPICH 4 has no such limit)",
+                  Code::kUnsupported);
     }
   }
   return makeResponse(e);

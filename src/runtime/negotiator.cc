@@ -56,7 +56,9 @@ Negotiator::Negotiator(backends::Channel& channel, const Config& config,
       cache_(config.cacheCapacity),
       lastInspection_(Clock::now()),
       recorder_(recorder) {
-  if (channel_.rank() == 0) coordinator_ = std::make_unique<Coordinator>(channel_.size());
+  if (channel_.rank() == 0) {
+    coordinator_ = std::make_unique<Coordinator>(channel_.size(), channel_.maxVectorCount());
+  }
 }
 
 Status Negotiator::round(PendingOps& pending, bool closing, RoundResult* out) {

@@ -318,3 +318,28 @@ TEST_CASE("coordinator: join reports the rank that joined last in time, not the 
     REQUIRE(ready[0].lastJoinedRank == youngest);
   }
 }
+
+TEST_CASE("coordinator: assembled outputs over the backend's count limit are UNSUPPORTED",
+          "[coordinator][limits]") {
+  // Each rank's part is within the limit (checked at submission); what one rank receives from
+  // all of them is not. Every rank gets the same UNSUPPORTED response.
+  Coordinator c(2, /*maxVectorCount=*/100);
+  announce(c, 0, {spec("ag", OpKind::kAllgather, DataType::kFloat32, {20})});  // 80 bytes
+  announce(c, 1, {spec("ag", OpKind::kAllgather, DataType::kFloat32, {20})});
+  OpSpec a2a = spec("a2a", OpKind::kAlltoall, DataType::kUint8, {90});
+  a2a.splits = {0, 60};  // rank 1 receives 60 + 60 bytes
+  announce(c, 0, {a2a});
+  announce(c, 1, {a2a});
+  OpSpec ok = spec("ag.ok", OpKind::kAllgather, DataType::kFloat32, {12});  // 12 + 13 floats: exactly 100 bytes
+  ok.members[0].shape = {12};
+  announce(c, 0, {ok});
+  ok.members[0].shape = {13};
+  announce(c, 1, {ok});
+  auto ready = c.takeReady();
+  REQUIRE(ready.size() == 3);
+  REQUIRE(ready[0].error == Code::kUnsupported);
+  REQUIRE(has(ready[0].errorMessage, "160 bytes"));
+  REQUIRE(ready[1].error == Code::kUnsupported);
+  REQUIRE(has(ready[1].errorMessage, "rank 1 would receive 120 bytes"));
+  REQUIRE(ready[2].error == Code::kSuccess);
+}

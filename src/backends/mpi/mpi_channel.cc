@@ -157,7 +157,29 @@ bool toIntCounts(const std::vector<size_t>& bytes, std::vector<int>* counts,
   return true;
 }
 
-Status tooLarge(const char* what) {
+// MPI-4's large-count calls (MPI_Iallgatherv_c, ...) take MPI_Count counts and MPI_Aint
+// displacements: MPICH 4 has them, Open MPI 4.1 (MPI 3.1) does not. Without them the int-count
+// calls limit one rank's part to INT_MAX, which the runtime enforces at submission
+// (maxVectorCount); with them the int-count calls still serve everything that fits.
+#if MPI_VERSION >= 4
+constexpr bool kLargeCounts = true;
+
+void toLargeCounts(const std::vector<size_t>& n, std::vector<MPI_Count>* counts,
+                   std::vector<MPI_Aint>* displs) {
+  counts->resize(n.size());
+  displs->resize(n.size());
+  MPI_Aint offset = 0;
+  for (size_t i = 0; i < n.size(); ++i) {
+    (*counts)[i] = static_cast<MPI_Count>(n[i]);
+    (*displs)[i] = offset;
+    offset += static_cast<MPI_Aint>(n[i]);
+  }
+}
+#else
+constexpr bool kLargeCounts = false;
+#endif
+
+[[maybe_unused]] Status tooLarge(const char* what) {
   return Status(Code::kUnsupported,
                 std::string(what) + ": more than 2 GiB per rank is not supported by the MPI backend");
 }
@@ -205,6 +227,10 @@ Status MpiChannel::make(CommHandle base, std::unique_ptr<Channel>* out) {
   ch->control_ = std::move(base);
   *out = std::move(ch);
   return Status::ok();
+}
+
+size_t MpiChannel::maxVectorCount() const {
+  return kLargeCounts ? SIZE_MAX : static_cast<size_t>(INT_MAX);
 }
 
 MpiChannel::~MpiChannel() {
@@ -312,7 +338,20 @@ PendingPtr MpiChannel::allgatherv(const void* send, size_t sendBytes, void* recv
   auto p = std::make_unique<RequestsPending>();
   p->intArrays.resize(2);
   if (sendBytes > INT_MAX || !toIntCounts(recvBytes, &p->intArrays[0], &p->intArrays[1])) {
+#if MPI_VERSION >= 4
+    p->countArrays.resize(1);
+    p->displArrays.resize(1);
+    toLargeCounts(recvBytes, &p->countArrays[0], &p->displArrays[0]);
+    p->requests().push_back(MPI_REQUEST_NULL);
+    int rc = MPI_Iallgatherv_c(send == nullptr ? MPI_IN_PLACE : send,
+                               static_cast<MPI_Count>(sendBytes), MPI_BYTE, recv,
+                               p->countArrays[0].data(), p->displArrays[0].data(), MPI_BYTE,
+                               data_.get(), &p->requests().back());
+    if (rc != MPI_SUCCESS) return finished(mpiError("MPI_Iallgatherv_c", rc));
+    return p;
+#else
     return finished(tooLarge("allgather"));
+#endif
   }
   p->requests().push_back(MPI_REQUEST_NULL);
   // A null send means in place: this rank's block already sits at its offset in recv.
@@ -347,7 +386,21 @@ PendingPtr MpiChannel::alltoallv(const void* send, const std::vector<size_t>& se
   p->intArrays.resize(4);
   auto& a = p->intArrays;
   if (!toIntCounts(sendBytes, &a[0], &a[1]) || !toIntCounts(recvBytes, &a[2], &a[3])) {
+#if MPI_VERSION >= 4
+    auto& c = p->countArrays;
+    auto& d = p->displArrays;
+    c.resize(2);
+    d.resize(2);
+    toLargeCounts(sendBytes, &c[0], &d[0]);
+    toLargeCounts(recvBytes, &c[1], &d[1]);
+    p->requests().push_back(MPI_REQUEST_NULL);
+    int rc = MPI_Ialltoallv_c(send, c[0].data(), d[0].data(), MPI_BYTE, recv, c[1].data(),
+                              d[1].data(), MPI_BYTE, data_.get(), &p->requests().back());
+    if (rc != MPI_SUCCESS) return finished(mpiError("MPI_Ialltoallv_c", rc));
+    return p;
+#else
     return finished(tooLarge("alltoall"));
+#endif
   }
   p->requests().push_back(MPI_REQUEST_NULL);
   int rc = MPI_Ialltoallv(send, a[0].data(), a[1].data(), MPI_BYTE, recv, a[2].data(),
@@ -373,7 +426,17 @@ PendingPtr MpiChannel::reduceScatter(const void* send, void* recv,
   auto p = std::make_unique<RequestsPending>();
   p->intArrays.resize(2);
   if (!toIntCounts(recvCounts, &p->intArrays[0], &p->intArrays[1])) {
+#if MPI_VERSION >= 4
+    p->countArrays.resize(1);
+    p->countArrays[0].assign(recvCounts.begin(), recvCounts.end());
+    p->requests().push_back(MPI_REQUEST_NULL);
+    int rc = MPI_Ireduce_scatter_c(send, recv, p->countArrays[0].data(), toMpiType(dtype),
+                                   toMpiOp(op, dtype), data_.get(), &p->requests().back());
+    if (rc != MPI_SUCCESS) return finished(mpiError("MPI_Ireduce_scatter_c", rc));
+    return p;
+#else
     return finished(tooLarge("reducescatter"));
+#endif
   }
   p->requests().push_back(MPI_REQUEST_NULL);
   int rc = MPI_Ireduce_scatter(send, recv, p->intArrays[0].data(), toMpiType(dtype),

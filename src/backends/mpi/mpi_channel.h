@@ -50,6 +50,7 @@ class MpiChannel final : public Channel {
                          std::vector<std::vector<uint8_t>>* atRoot) override;
   PendingPtr broadcastBytes(std::vector<uint8_t>* buf) override;
   bool tracksWaiting() const override { return true; }
+  size_t maxVectorCount() const override;
   void noteWaiting(uint64_t round) override;
   std::vector<int> peersWaiting(uint64_t round) override;
   ~MpiChannel() override;
