@@ -309,10 +309,10 @@ PendingPtr MpiChannel::broadcastBytes(std::vector<uint8_t>* buf) {
 
 PendingPtr MpiChannel::allreduce(void* buf, size_t count, DataType dtype, ReduceOp op) {
   if (reducesInFloat32(dtype, op)) {
-    auto wide = std::make_unique<WideBuffer>(count);
+    auto wide = widePool_->take(count);
     wide->widen(buf, 0, count, dtype);
     PendingPtr inner = allreduce(wide->data(), count, DataType::kFloat32, op);
-    return narrowWhenDone(std::move(inner), std::move(wide), 0, count, dtype, buf);
+    return narrowWhenDone(std::move(inner), std::move(wide), 0, count, dtype, buf, widePool_);
   }
   MPI_Comm c = data_.get();
   MPI_Datatype type = toMpiType(dtype);
@@ -417,11 +417,11 @@ PendingPtr MpiChannel::reduceScatter(const void* send, void* recv,
     size_t total = 0;
     for (size_t c : recvCounts) total += c;
     const size_t mine = recvCounts[static_cast<size_t>(rank_)];
-    auto wide = std::make_unique<WideBuffer>(total + mine);
+    auto wide = widePool_->take(total + mine);
     wide->widen(send, 0, total, dtype);
     PendingPtr inner =
         reduceScatter(wide->data(), wide->data() + total, recvCounts, DataType::kFloat32, op);
-    return narrowWhenDone(std::move(inner), std::move(wide), total, mine, dtype, recv);
+    return narrowWhenDone(std::move(inner), std::move(wide), total, mine, dtype, recv, widePool_);
   }
   auto p = std::make_unique<RequestsPending>();
   p->intArrays.resize(2);

@@ -6,6 +6,9 @@
 #include <mpi.h>
 
 #include <deque>
+#include <memory>
+
+#include "backends/mpi/mpi_widen.h"
 
 #include <memory>
 
@@ -82,6 +85,8 @@ class MpiChannel final : public Channel {
   std::vector<MPI_Request> noteSends_;
   std::deque<uint64_t> noteValues_;
   std::vector<uint64_t> notedRound_;
+  // Scratch float32 buffers of float16/bfloat16 sums (mpi_widen.h), reused across calls.
+  std::shared_ptr<WidePool> widePool_ = std::make_shared<WidePool>();
 };
 
 }  // namespace hcoll::backends::mpi

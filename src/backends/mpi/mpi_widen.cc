@@ -10,8 +10,9 @@ namespace {
 class NarrowingPending final : public Pending {
  public:
   NarrowingPending(PendingPtr inner, std::unique_ptr<WideBuffer> wide, size_t offset,
-                   size_t count, DataType dtype, void* dst)
-      : wide_(std::move(wide)),
+                   size_t count, DataType dtype, void* dst, std::shared_ptr<WidePool> pool)
+      : pool_(std::move(pool)),
+        wide_(std::move(wide)),
         inner_(std::move(inner)),
         offset_(offset),
         count_(count),
@@ -20,17 +21,19 @@ class NarrowingPending final : public Pending {
   ~NarrowingPending() override {
     // Abandoned (peers lost): MPI may still write into the buffer, as into any abandoned
     // operation's buffers, so it is left allocated.
-    if (!done_) wide_->leak();
+    if (!done_ && wide_) wide_->leak();
   }
   bool poll(Status* status) override {
     if (!inner_->poll(status)) return false;
     done_ = true;
     if (status->isOk()) wide_->narrow(offset_, count_, dtype_, dst_);
+    pool_->give(std::move(wide_));
     return true;
   }
 
  private:
-  std::unique_ptr<WideBuffer> wide_;  // declared first: outlives inner_
+  std::shared_ptr<WidePool> pool_;
+  std::unique_ptr<WideBuffer> wide_;  // declared before inner_: outlives it
   PendingPtr inner_;
   size_t offset_, count_;
   DataType dtype_;
@@ -65,10 +68,24 @@ void WideBuffer::narrow(size_t offset, size_t count, DataType dtype, void* dst) 
   }
 }
 
+std::unique_ptr<WideBuffer> WidePool::take(size_t count) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (spare_ && spare_->capacity() >= count) return std::move(spare_);
+  spare_.reset();  // too small: replaced by the new one when that comes back
+  return std::make_unique<WideBuffer>(count);
+}
+
+void WidePool::give(std::unique_ptr<WideBuffer> buffer) {
+  if (!buffer || buffer->capacity() * sizeof(float) > kMaxPooledBytes) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!spare_ || spare_->capacity() < buffer->capacity()) spare_ = std::move(buffer);
+}
+
 PendingPtr narrowWhenDone(PendingPtr inner, std::unique_ptr<WideBuffer> wide, size_t offset,
-                          size_t count, DataType dtype, void* dst) {
+                          size_t count, DataType dtype, void* dst,
+                          std::shared_ptr<WidePool> pool) {
   return std::make_unique<NarrowingPending>(std::move(inner), std::move(wide), offset, count,
-                                            dtype, dst);
+                                            dtype, dst, std::move(pool));
 }
 
 }  // namespace hcoll::backends::mpi
