@@ -5,7 +5,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstddef>
 #include <memory>
 #include <vector>
 

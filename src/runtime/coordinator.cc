@@ -151,7 +151,8 @@ std::string assembledOverLimit(const std::vector<std::optional<OpSpec>>& specs, 
     for (size_t m = 0; m < ref.members.size(); ++m) {
       const uint64_t rowBytes = static_cast<uint64_t>(rowElements(ref.members[m].shape)) *
                                 dataTypeSize(ref.members[m].dtype);
-      for (size_t r = 0; r < n; ++r) bytes += static_cast<uint64_t>(specs[r]->members[m].shape[0]) * rowBytes;
+      for (size_t r = 0; r < n; ++r)
+        bytes += static_cast<uint64_t>(specs[r]->members[m].shape[0]) * rowBytes;
     }
     if (bytes > limit) {
       return "its output is " + std::to_string(bytes) + " bytes on every rank";
@@ -162,7 +163,8 @@ std::string assembledOverLimit(const std::vector<std::optional<OpSpec>>& specs, 
                               dataTypeSize(ref.members[0].dtype);
     for (size_t to = 0; to < n; ++to) {
       uint64_t bytes = 0;
-      for (size_t r = 0; r < n; ++r) bytes += static_cast<uint64_t>(specs[r]->splits[to]) * rowBytes;
+      for (size_t r = 0; r < n; ++r)
+        bytes += static_cast<uint64_t>(specs[r]->splits[to]) * rowBytes;
       if (bytes > limit) {
         return "rank " + std::to_string(to) + " would receive " + std::to_string(bytes) + " bytes";
       }

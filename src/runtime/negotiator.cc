@@ -140,9 +140,9 @@ Status Negotiator::exchangeWithCoordinator(PendingOps& pending,
     if (op->spec.kind == OpKind::kJoin) {
       // Measured now, just after the round's readiness allreduce that every rank left at about
       // the same moment: the coordinator turns it into a join time in its own clock.
-      mine.ops.back().ageMicros = std::chrono::duration_cast<std::chrono::microseconds>(
-                                      announcedAt - op->submittedAt)
-                                      .count();
+      mine.ops.back().ageMicros =
+          std::chrono::duration_cast<std::chrono::microseconds>(announcedAt - op->submittedAt)
+              .count();
     }
     op->announced = true;
   }
@@ -242,7 +242,8 @@ std::string Negotiator::describeMissing(bool entry) {
       missing.push_back(r);
     }
   }
-  std::string text = "ranks " + rankList(missing) + " of the communicator, which have not entered "
+  std::string text = "ranks " + rankList(missing) +
+                     " of the communicator, which have not entered "
                      "this negotiation round";
   if (!waiting.empty()) text += " (ranks " + rankList(waiting) + " are waiting in it too)";
   return text;
@@ -300,8 +301,8 @@ Status Negotiator::waitControl(backends::PendingPtr& step, const char* what, boo
       std::string message =
           "timed out after " + std::to_string(static_cast<int>(waited)) +
           " s: the other ranks of the communicator did not all join the negotiation of " +
-          pendingNames() + " (rank " + std::to_string(rank) + " waited in the " + what +
-          " for " + describeMissing(entry) +
+          pendingNames() + " (rank " + std::to_string(rank) + " waited in the " + what + " for " +
+          describeMissing(entry) +
           "); a rank that has not submitted them, or has exited, is missing. The "
           "communicator is unusable from now on";
       log_->error("stall shutdown: {}", message);

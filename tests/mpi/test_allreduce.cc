@@ -236,8 +236,8 @@ TEST_CASE("allreduce: float16/bfloat16 SUM accumulates in float32 and rounds onc
     t.set(2, r == 0 ? -big : 1.0);
     auto d = t.desc();
     hcoll_request_t req;
-    HCOLL_REQUIRE_OK(hcoll_allreduce(world(), ("half.sum." + tag).c_str(), &d, &d, HCOLL_SUM, 1,
-                                     1, &req));
+    HCOLL_REQUIRE_OK(
+        hcoll_allreduce(world(), ("half.sum." + tag).c_str(), &d, &d, HCOLL_SUM, 1, 1, &req));
     HCOLL_REQUIRE_OK(waitAndFree(req));
     INFO(tag << " at " << n << " ranks");
     REQUIRE(t.get(0) == ref::roundToHalfPrecision(dtype, big + static_cast<float>(n - 1)));

@@ -25,7 +25,8 @@ TEST_CASE("smoke: one of each collective", "[smoke]") {
     t.set(0, r);
     t.set(1, 1);
     auto d = t.desc();
-    HCOLL_REQUIRE_OK(hcoll_allreduce(w, "bad\xff\xfe name \xc3\xa9", &d, &d, HCOLL_SUM, 1.0, 1.0, &req));
+    HCOLL_REQUIRE_OK(
+        hcoll_allreduce(w, "bad\xff\xfe name \xc3\xa9", &d, &d, HCOLL_SUM, 1.0, 1.0, &req));
     HCOLL_REQUIRE_OK(waitAndFree(req));
     REQUIRE(t.get(0) == n * (n - 1) / 2);
     REQUIRE(t.get(1) == n);

@@ -36,8 +36,7 @@ std::unique_ptr<LocalOp> hostOp(OpKind kind, const std::string& name, std::vecto
 
 }  // namespace
 
-TEST_CASE("backend limits: parts above the backend's count limit fail at submission",
-          "[limits]") {
+TEST_CASE("backend limits: parts above the backend's count limit fail at submission", "[limits]") {
   Communicator comm(std::make_unique<LimitedChannel>(), Config{}, nullptr, -1);
   std::vector<float> data(64);
   // 26 float32 = 104 bytes > 100: refused for the byte-counted collectives.

@@ -301,7 +301,8 @@ TEST_CASE("coordinator: join reports the rank that joined last in time, not the 
           "[coordinator][join]") {
   // All three joins arrive in one round (idle ranks do not negotiate until they submit); their
   // ages at announcement say rank 1 joined last, rank 0 first.
-  for (auto ages : {std::vector<int64_t>{300000, 0, 150000}, std::vector<int64_t>{0, 150000, 300000}}) {
+  for (auto ages :
+       {std::vector<int64_t>{300000, 0, 150000}, std::vector<int64_t>{0, 150000, 300000}}) {
     Coordinator c(3);
     const auto now = Clock::now();
     for (int r = 0; r < 3; ++r) {
@@ -314,7 +315,8 @@ TEST_CASE("coordinator: join reports the rank that joined last in time, not the 
     }
     auto ready = c.takeReady();
     REQUIRE(ready.size() == 1);
-    const int youngest = static_cast<int>(std::min_element(ages.begin(), ages.end()) - ages.begin());
+    const int youngest =
+        static_cast<int>(std::min_element(ages.begin(), ages.end()) - ages.begin());
     REQUIRE(ready[0].lastJoinedRank == youngest);
   }
 }
@@ -330,7 +332,8 @@ TEST_CASE("coordinator: assembled outputs over the backend's count limit are UNS
   a2a.splits = {0, 60};  // rank 1 receives 60 + 60 bytes
   announce(c, 0, {a2a});
   announce(c, 1, {a2a});
-  OpSpec ok = spec("ag.ok", OpKind::kAllgather, DataType::kFloat32, {12});  // 12 + 13 floats: exactly 100 bytes
+  OpSpec ok = spec("ag.ok", OpKind::kAllgather, DataType::kFloat32,
+                   {12});  // 12 + 13 floats: exactly 100 bytes
   ok.members[0].shape = {12};
   announce(c, 0, {ok});
   ok.members[0].shape = {13};

@@ -249,8 +249,7 @@ MpiChannel::~MpiChannel() {
 void MpiChannel::noteWaiting(uint64_t round) {
   if (!noteSends_.empty()) {
     int done = 0;
-    MPI_Testall(static_cast<int>(noteSends_.size()), noteSends_.data(), &done,
-                MPI_STATUSES_IGNORE);
+    MPI_Testall(static_cast<int>(noteSends_.size()), noteSends_.data(), &done, MPI_STATUSES_IGNORE);
     if (done) {
       noteSends_.clear();
       noteValues_.clear();
@@ -260,8 +259,8 @@ void MpiChannel::noteWaiting(uint64_t round) {
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
     MPI_Request req;
-    if (MPI_Isend(&noteValues_.back(), 1, MPI_UINT64_T, r, kWaitingNoteTag, control_.get(),
-                  &req) == MPI_SUCCESS) {
+    if (MPI_Isend(&noteValues_.back(), 1, MPI_UINT64_T, r, kWaitingNoteTag, control_.get(), &req) ==
+        MPI_SUCCESS) {
       noteSends_.push_back(req);
     }
   }
@@ -343,10 +342,10 @@ PendingPtr MpiChannel::allgatherv(const void* send, size_t sendBytes, void* recv
     p->displArrays.resize(1);
     toLargeCounts(recvBytes, &p->countArrays[0], &p->displArrays[0]);
     p->requests().push_back(MPI_REQUEST_NULL);
-    int rc = MPI_Iallgatherv_c(send == nullptr ? MPI_IN_PLACE : send,
-                               static_cast<MPI_Count>(sendBytes), MPI_BYTE, recv,
-                               p->countArrays[0].data(), p->displArrays[0].data(), MPI_BYTE,
-                               data_.get(), &p->requests().back());
+    int rc =
+        MPI_Iallgatherv_c(send == nullptr ? MPI_IN_PLACE : send, static_cast<MPI_Count>(sendBytes),
+                          MPI_BYTE, recv, p->countArrays[0].data(), p->displArrays[0].data(),
+                          MPI_BYTE, data_.get(), &p->requests().back());
     if (rc != MPI_SUCCESS) return finished(mpiError("MPI_Iallgatherv_c", rc));
     return p;
 #else

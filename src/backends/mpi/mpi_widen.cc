@@ -9,8 +9,8 @@ namespace {
 
 class NarrowingPending final : public Pending {
  public:
-  NarrowingPending(PendingPtr inner, std::unique_ptr<WideBuffer> wide, size_t offset,
-                   size_t count, DataType dtype, void* dst, std::shared_ptr<WidePool> pool)
+  NarrowingPending(PendingPtr inner, std::unique_ptr<WideBuffer> wide, size_t offset, size_t count,
+                   DataType dtype, void* dst, std::shared_ptr<WidePool> pool)
       : pool_(std::move(pool)),
         wide_(std::move(wide)),
         inner_(std::move(inner)),
@@ -82,10 +82,9 @@ void WidePool::give(std::unique_ptr<WideBuffer> buffer) {
 }
 
 PendingPtr narrowWhenDone(PendingPtr inner, std::unique_ptr<WideBuffer> wide, size_t offset,
-                          size_t count, DataType dtype, void* dst,
-                          std::shared_ptr<WidePool> pool) {
-  return std::make_unique<NarrowingPending>(std::move(inner), std::move(wide), offset, count,
-                                            dtype, dst, std::move(pool));
+                          size_t count, DataType dtype, void* dst, std::shared_ptr<WidePool> pool) {
+  return std::make_unique<NarrowingPending>(std::move(inner), std::move(wide), offset, count, dtype,
+                                            dst, std::move(pool));
 }
 
 }  // namespace hcoll::backends::mpi
