@@ -277,13 +277,19 @@ HCOLL_API hcoll_status_t hcoll_comm_stats(hcoll_comm_t comm, hcoll_comm_stats_t*
 /* across ranks whatever order each rank submits in. Tensor descriptors (and shapes) are copied;  */
 /* the data they point to must stay valid until the request completes.                            */
 /* Synchronous errors: INVALID_ARGUMENT, INVALID_HANDLE, NOT_INITIALIZED, DUPLICATE_NAME,        */
-/* SHUT_DOWN, UNSUPPORTED (e.g. a CUDA tensor without the NCCL backend). Asynchronous errors      */
-/* (from hcoll_test/hcoll_wait, on every rank): MISMATCH, TIMEOUT, SHUT_DOWN, BACKEND.            */
+/* SHUT_DOWN, UNSUPPORTED (e.g. a CUDA tensor without the NCCL backend; an allgather or          */
+/* alltoall part over INT_MAX bytes, or a reducescatter over INT_MAX elements, when the MPI      */
+/* lacks MPI-4 large counts, as Open MPI 4.1 does). Asynchronous errors (from hcoll_test or      */
+/* hcoll_wait, on every rank): MISMATCH, TIMEOUT, SHUT_DOWN, BACKEND, and UNSUPPORTED when,      */
+/* without MPI-4 large counts, an allgather output or an alltoall receive total assembled from   */
+/* all ranks exceeds INT_MAX bytes.                                                              */
 /* ---------------------------------------------------------------------------------------------- */
 
 /* Reduces `in` over all ranks into `out` (same dtype and shape; may alias `in`). Each element is
  * multiplied by `prescale` before and by `postscale` after the reduction (AVERAGE adds 1/N).
- * Integers are scaled in double and truncated; float16/bfloat16 accumulate in float32. For bool,
+ * Integers are scaled in double and truncated. float16/bfloat16 SUM/AVERAGE/PRODUCT of host
+ * tensors accumulate in float32 and are rounded to 16 bits once, after the reduction (before
+ * postscale); CUDA tensors (NCCL) are rounded to 16 bits at each reduction step. For bool,
  * SUM/MAX are OR and MIN/PRODUCT are AND; scaling or AVERAGE of bool is INVALID_ARGUMENT. */
 HCOLL_API hcoll_status_t hcoll_allreduce(hcoll_comm_t comm, const char* name,
                                          const hcoll_tensor_t* in, const hcoll_tensor_t* out,
@@ -317,7 +323,9 @@ HCOLL_API hcoll_status_t hcoll_grouped_broadcast(hcoll_comm_t comm, const char* 
                                                  hcoll_request_t* req);
 
 /* Sends splits[i] rows (dim 0) of `in` to rank i; splits has N entries >= 0 summing to <= dim0
- * (trailing rows ignored), NULL = dim0 / N rows each (dim0 % N must be 0). Output 0 holds the rows
+ * (trailing rows ignored), NULL = dim0 / N rows each (dim0 % N must be 0). The call reads
+ * exactly N = communicator-size entries and cannot see the array's length: a shorter array is
+ * undefined behaviour (bindings that know the length check it). Output 0 holds the rows
  * from rank 0, then 1, ...; hcoll_request_received_splits gives how many came from each rank. */
 HCOLL_API hcoll_status_t hcoll_alltoall(hcoll_comm_t comm, const char* name,
                                         const hcoll_tensor_t* in, const int64_t* splits,
@@ -386,12 +394,18 @@ HCOLL_API hcoll_status_t hcoll_grouped_reducescatter_into(
     const hcoll_tensor_t* outs, hcoll_reduce_op_t op, double prescale, double postscale,
     const hcoll_op_options_t* options, hcoll_request_t* req);
 
-/* Completes once every member reached it; may overtake pending named operations. */
+/* Completes once every member reached it; may overtake pending named operations. A rank that has
+ * joined (hcoll_join) counts as having reached it: it takes part without calling it, and its own
+ * automatic barrier count moves on, so the next barrier it calls pairs with everyone else's. */
 HCOLL_API hcoll_status_t hcoll_barrier(hcoll_comm_t comm, hcoll_request_t* req);
 
 /* Marks this rank as done: until every rank joined, it contributes zeros to other ranks'
- * allreduces (allgather, broadcast, alltoall and reducescatter fail with MISMATCH meanwhile).
- * Completes when every rank joined; output 0 is an int32 scalar, the rank that joined last. */
+ * allreduces and counts as present for barriers (allgather, broadcast, alltoall and
+ * reducescatter fail with MISMATCH meanwhile). Operations named automatically ("<op>.<n>") that
+ * complete or fail without it advance its own counters, so unnamed calls stay aligned after.
+ * Completes when every rank joined; output 0 is an int32 scalar, the rank that joined last in
+ * time (the same on every rank; joins within a few microseconds of each other are ordered by
+ * rank). */
 HCOLL_API hcoll_status_t hcoll_join(hcoll_comm_t comm, hcoll_request_t* req);
 
 /* ---------------------------------------------------------------------------------------------- */

@@ -63,6 +63,23 @@ class Channel : public Collectives {
   // Rank 0's *buf replaces every other rank's *buf.
   virtual PendingPtr broadcastBytes(std::vector<uint8_t>* buf) = 0;
 
+  // Stall diagnostics, best effort. Idle ranks do not negotiate, so a rank stuck entering a
+  // control round cannot tell who is missing from the collective itself: ranks that have waited
+  // a while in round `round` say so to every other rank (noteWaiting), and a rank reporting the
+  // stall asks which peers did (peersWaiting); the others have not entered the round. A backend
+  // that cannot tell returns false from tracksWaiting (the default).
+  virtual bool tracksWaiting() const { return false; }
+
+  // The largest count or displacement one rank's part of an allgather or alltoall (bytes) or a
+  // reducescatter (elements) may have: the runtime refuses bigger operations at submission.
+  // allreduce and broadcast have no such limit (they are split into chunks).
+  virtual size_t maxVectorCount() const { return SIZE_MAX; }
+  virtual void noteWaiting(uint64_t round) { (void)round; }
+  virtual std::vector<int> peersWaiting(uint64_t round) {
+    (void)round;
+    return {};
+  }
+
   // Collective over this channel; blocking. *out is null on ranks that are not members.
   virtual Status split(int color, int key, std::unique_ptr<Channel>* out) = 0;
   virtual Status create(const std::vector<int32_t>& ranks, std::unique_ptr<Channel>* out) = 0;

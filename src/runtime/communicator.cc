@@ -1,5 +1,8 @@
 #include "runtime/communicator.h"
 
+#include <algorithm>
+#include <charconv>
+#include <limits>
 #include <optional>
 
 #include "backends/device.h"
@@ -30,6 +33,43 @@ Status markCallerStreams(LocalOp& op) {
   return Status::ok();
 }
 
+// Host operations whose per-rank part exceeds what the backend's v-collectives take (an MPI
+// without MPI-4 large counts: INT_MAX bytes or elements) are refused here, synchronously, rather
+// than failing later on every rank. Checked on what this rank knows: its own parts (a fused
+// batch of several members is bounded by the sum, so that sum is checked).
+Status checkBackendLimits(const LocalOp& op, const backends::Channel& channel) {
+  const size_t limit = channel.maxVectorCount();
+  if (op.spec.device != kHostDevice || limit == SIZE_MAX) return Status::ok();
+  const size_t n = static_cast<size_t>(channel.size());
+  size_t part = 0;  // the largest count of this rank's part: bytes, or reducescatter elements
+  const char* unit = "bytes";
+  switch (op.spec.kind) {
+    case OpKind::kAllgather:
+      for (const TensorDesc& t : op.inputs) part += t.bytes();
+      break;
+    case OpKind::kAlltoall:
+      part = op.inputs[0].bytes();  // also bounds every split and displacement
+      break;
+    case OpKind::kReducescatter:
+      unit = "elements";
+      for (const TensorDesc& t : op.inputs) {
+        const size_t rows = static_cast<size_t>(t.shape.empty() ? 0 : t.shape[0]);
+        part += (rows + n - 1) / n * static_cast<size_t>(rowElements(t.shape)) * n;
+      }
+      break;
+    default:
+      return Status::ok();
+  }
+  if (part <= limit) return Status::ok();
+  return Status(Code::kUnsupported,
+                std::string(opKindName(op.spec.kind)) + " of " + std::to_string(part) + " " + unit +
+                    " on this rank: this build's MPI has no MPI-4 large-count calls, so "
+                    "one rank's part is limited to " +
+                    std::to_string(limit) + " " + unit +
+                    " (split the tensor, or build hcoll against an MPI-4 library such as "
+                    "MPICH 4)");
+}
+
 }  // namespace
 
 Communicator::Communicator(std::unique_ptr<backends::Channel> channel, const Config& config,
@@ -50,6 +90,7 @@ Communicator::~Communicator() {
 }
 
 Status Communicator::submit(std::unique_ptr<LocalOp> op) {
+  HCOLL_RETURN_IF_ERROR(checkBackendLimits(*op, *channel_));
   HCOLL_RETURN_IF_ERROR(markCallerStreams(*op));
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -69,6 +110,7 @@ Status Communicator::submit(std::unique_ptr<LocalOp> op) {
                     "an operation named '" + op->spec.name + "' is already in flight");
     }
     if (autoNamed) ++counter;
+    op->spec.autoNamed = autoNamed;
     op->submittedAt = std::chrono::steady_clock::now();
     op->flightSeq = recorder_->submitted(op->spec);
     incoming_.push_back(std::move(op));
@@ -222,6 +264,7 @@ void Communicator::run() {
         recorder_->advance(op->flightSeq, FlightState::kNegotiated);
       }
     }
+    alignAutoNames(round.responses);
     if (round.slowPath) stats_.slowPath.fetch_add(1, std::memory_order_relaxed);
     stats_.cacheHits.fetch_add(round.fromCache, std::memory_order_relaxed);
     if (timeline_) recordRound(roundStart, round, pending);
@@ -273,6 +316,24 @@ void Communicator::run() {
   while (!pending.empty()) {
     std::string name = pending.all().front()->spec.name;
     finish(pending.take(name), peerLeft(leaver, name));
+  }
+}
+
+void Communicator::alignAutoNames(const std::vector<ResponsePtr>& responses) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const ResponsePtr& r : responses) {
+    // In flight here (pending or just submitted): this rank named it itself, so its counter is
+    // already past it.
+    if (!r->spec.autoNamed || inFlight_.count(r->spec.name)) continue;
+    const std::string prefix = std::string(opKindName(r->spec.kind)) + ".";
+    const std::string& name = r->spec.name;
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    uint64_t n = 0;
+    const char* end = name.data() + name.size();
+    auto [at, ec] = std::from_chars(name.data() + prefix.size(), end, n);
+    if (ec != std::errc() || at != end || n == std::numeric_limits<uint64_t>::max()) continue;
+    auto& counter = autoNameCounters_[static_cast<size_t>(r->spec.kind)];
+    counter = std::max(counter, n + 1);
   }
 }
 

@@ -77,6 +77,9 @@ class Communicator {
   void run();
   void finish(std::unique_ptr<LocalOp> op, const Status& status);
   void failAll(PendingOps& pending, const Status& status);
+  // Moves this rank's automatic-name counters past "<op>.<n>" operations that completed or
+  // failed without it (while it had joined), so its next unnamed call matches the other ranks'.
+  void alignAutoNames(const std::vector<ResponsePtr>& responses);
   void recordRound(std::chrono::steady_clock::time_point start, const RoundResult& round,
                    const PendingOps& pending);
 

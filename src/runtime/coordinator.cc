@@ -1,6 +1,8 @@
 #include "runtime/coordinator.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <sstream>
 
@@ -13,10 +15,15 @@ std::string rankList(const std::vector<int>& ranks) {
   return s;
 }
 
+// The shortest text that reads back as exactly `x`: scale factors that differ only in their last
+// bits (1/3 computed in float on one rank, in double on another) must not print alike.
 std::string formatDouble(double x) {
-  std::ostringstream os;
-  os << x;
-  return os.str();
+  char buf[32];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, x);
+    if (std::strtod(buf, nullptr) == x) break;
+  }
+  return buf;
 }
 
 std::string describeRanks(const std::vector<int32_t>& v) {
@@ -157,6 +164,41 @@ std::string outputOverflow(const std::vector<std::optional<OpSpec>>& specs, cons
   return "";
 }
 
+// What no rank could check at submission: the bytes one rank receives from all ranks (its
+// allgather output, its alltoall receive total) against the backend's count limit. Over it the
+// operation fails on every rank with UNSUPPORTED, rather than on the ranks that receive the most
+// while the others enter the collective.
+std::string assembledOverLimit(const std::vector<std::optional<OpSpec>>& specs, const OpSpec& ref,
+                               size_t limit) {
+  if (limit == SIZE_MAX) return "";
+  const size_t n = specs.size();
+  if (ref.kind == OpKind::kAllgather) {
+    uint64_t bytes = 0;
+    for (size_t m = 0; m < ref.members.size(); ++m) {
+      const uint64_t rowBytes = static_cast<uint64_t>(rowElements(ref.members[m].shape)) *
+                                dataTypeSize(ref.members[m].dtype);
+      for (size_t r = 0; r < n; ++r)
+        bytes += static_cast<uint64_t>(specs[r]->members[m].shape[0]) * rowBytes;
+    }
+    if (bytes > limit) {
+      return "its output is " + std::to_string(bytes) + " bytes on every rank";
+    }
+  }
+  if (ref.kind == OpKind::kAlltoall) {
+    const uint64_t rowBytes = static_cast<uint64_t>(rowElements(ref.members[0].shape)) *
+                              dataTypeSize(ref.members[0].dtype);
+    for (size_t to = 0; to < n; ++to) {
+      uint64_t bytes = 0;
+      for (size_t r = 0; r < n; ++r)
+        bytes += static_cast<uint64_t>(specs[r]->splits[to]) * rowBytes;
+      if (bytes > limit) {
+        return "rank " + std::to_string(to) + " would receive " + std::to_string(bytes) + " bytes";
+      }
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 void Coordinator::add(int rank, RequestList list, Clock::time_point now) {
@@ -170,7 +212,7 @@ void Coordinator::add(int rank, RequestList list, Clock::time_point now) {
     }
     if (spec.kind == OpKind::kJoin) {
       joined_[rank] = true;
-      lastJoined_ = rank;
+      joinedAt_[rank] = now - std::chrono::microseconds(spec.ageMicros);
     }
     if (!e.specs[rank]) ++e.count;
     e.specs[rank] = std::move(spec);
@@ -200,7 +242,6 @@ std::vector<Response> Coordinator::takeReady() {
     table_.erase(it);
     if (out.back().spec.kind == OpKind::kJoin && out.back().error == Code::kSuccess) {
       std::fill(joined_.begin(), joined_.end(), false);
-      lastJoined_ = -1;
     }
   }
   return out;
@@ -283,6 +324,12 @@ Response Coordinator::validate(const std::string& name, const Entry& e) const {
     if (std::string why = outputOverflow(e.specs, r0); !why.empty()) {
       return fail(why, Code::kInternal);
     }
+    if (std::string why = assembledOverLimit(e.specs, r0, maxVectorCount_); !why.empty()) {
+      return fail(why + ", more than the " + std::to_string(maxVectorCount_) +
+                      " this build's MPI can move to one rank (it has no MPI-4 large-count "
+                      "calls; an MPI-4 library such as MPICH 4 has no such limit)",
+                  Code::kUnsupported);
+    }
   }
   Response made = makeResponse(e);
   if (r0.kind == OpKind::kAllgather || r0.kind == OpKind::kAlltoall ||
@@ -311,8 +358,18 @@ Response Coordinator::makeResponse(const Entry& e) const {
       for (size_t j = 0; j < n; ++j) resp.splitMatrix[r * n + j] = e.specs[r]->splits[j];
     }
   }
-  if (resp.spec.kind == OpKind::kJoin) resp.lastJoinedRank = lastJoined_;
+  if (resp.spec.kind == OpKind::kJoin) resp.lastJoinedRank = lastJoined();
   return resp;
+}
+
+// The joined rank with the latest join time; equal times (joins within the clock's resolution)
+// go to the higher rank, so every run of the same inputs gives the same answer.
+int Coordinator::lastJoined() const {
+  int last = -1;
+  for (int r = 0; r < size_; ++r) {
+    if (joined_[r] && (last < 0 || joinedAt_[r] >= joinedAt_[last])) last = r;
+  }
+  return last;
 }
 
 std::vector<Coordinator::Stalled> Coordinator::stalled(double seconds, Clock::time_point now) const {

@@ -4,6 +4,7 @@
 // barrier), validates that the ranks agree, and produces the responses every rank executes.
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -17,7 +18,13 @@ class Coordinator {
  public:
   using Clock = std::chrono::steady_clock;
 
-  explicit Coordinator(int size) : size_(size), joined_(static_cast<size_t>(size), false) {}
+  // `maxVectorCount`: the backend's limit on one rank's part of a v-collective
+  // (backends::Channel::maxVectorCount), checked on the assembled outputs.
+  explicit Coordinator(int size, size_t maxVectorCount = SIZE_MAX)
+      : size_(size),
+        maxVectorCount_(maxVectorCount),
+        joined_(static_cast<size_t>(size), false),
+        joinedAt_(joined_.size()) {}
 
   // Records what `rank` announced this round.
   void add(int rank, RequestList list, Clock::time_point now);
@@ -50,10 +57,13 @@ class Coordinator {
   Response makeResponse(const Entry& entry) const;
 
   int size_;
+  size_t maxVectorCount_;
   uint64_t nextOrder_ = 0;
   std::unordered_map<std::string, Entry> table_;
   std::vector<bool> joined_;
-  int lastJoined_ = -1;
+  // When each joined rank joined, in this coordinator's clock (arrival minus the join's age).
+  std::vector<Clock::time_point> joinedAt_;
+  int lastJoined() const;
 };
 
 }  // namespace hcoll::runtime

@@ -6,7 +6,8 @@ bool OpSpec::operator==(const OpSpec& o) const {
   return name == o.name && kind == o.kind && op == o.op && prescale == o.prescale &&
          postscale == o.postscale && root == o.root && device == o.device && members == o.members &&
          splits == o.splits && ranks == o.ranks && color == o.color && key == o.key &&
-         outputRows == o.outputRows;
+         outputRows == o.outputRows &&
+         autoNamed == o.autoNamed && ageMicros == o.ageMicros;
 }
 
 bool Response::cacheable() const {

@@ -37,6 +37,15 @@ struct OpSpec {
   // *_into (caller-provided outputs): dim0 of this rank's output of each member; empty when the
   // runtime allocates the outputs. Per rank: the coordinator checks it against the result.
   std::vector<int64_t> outputRows;
+  // Named "<op>.<n>" by the communicator's call order (no name given): a joined rank that sees
+  // such an operation complete without it advances its own counter, so later automatic names
+  // stay aligned across ranks.
+  bool autoNamed = false;
+  // join: how long it had been submitted on this rank when announced (microseconds). Rounds
+  // gather announcements from all ranks at about the same moment, so the coordinator orders
+  // joins by (arrival - age) in its own clock: the rank that joined last in time, even when two
+  // joins arrive in one round (no clocks of different nodes are compared).
+  int64_t ageMicros = 0;
 
   bool operator==(const OpSpec& o) const;
 };

@@ -57,7 +57,9 @@ Negotiator::Negotiator(backends::Channel& channel, const Config& config, Livenes
       cache_(config.cacheCapacity),
       lastInspection_(Clock::now()),
       recorder_(recorder) {
-  if (channel_.rank() == 0) coordinator_ = std::make_unique<Coordinator>(channel_.size());
+  if (channel_.rank() == 0) {
+    coordinator_ = std::make_unique<Coordinator>(channel_.size(), channel_.maxVectorCount());
+  }
 }
 
 Status Negotiator::round(PendingOps& pending, bool closing, RoundResult* out) {
@@ -67,6 +69,7 @@ Status Negotiator::round(PendingOps& pending, bool closing, RoundResult* out) {
   const size_t slots = cache_.enabled() ? cache_.slotCount() : 0;
   roundPending_ = &pending;
   roundClosing_ = closing;
+  ++roundSeq_;
   words_.assign(1 + (slots + 63) / 64, 0);
 
   uint64_t flags = closing ? kAnyClosing : 0;
@@ -84,7 +87,7 @@ Status Negotiator::round(PendingOps& pending, bool closing, RoundResult* out) {
   words_[0] = (~flags & kOrMask) | (closing ? kAllClosing : 0);
 
   auto bits = channel_.allreduceBitsAnd(words_.data(), words_.size());
-  if (Status s = waitControl(bits, "readiness allreduce"); !s.isOk()) {
+  if (Status s = waitControl(bits, "readiness allreduce", /*entry=*/true); !s.isOk()) {
     std::lock_guard<std::mutex> lock(abandoned().mutex);
     abandoned().words.push_back(std::move(words_));
     return s;
@@ -129,12 +132,20 @@ Status Negotiator::exchangeWithCoordinator(PendingOps& pending,
                                            const std::vector<std::string>& replayed,
                                            std::vector<ResponsePtr>* out) {
   RequestList mine;
+  const auto announcedAt = Clock::now();
   for (auto& op : pending.all()) {
     if (op->announced ||
         std::find(replayed.begin(), replayed.end(), op->spec.name) != replayed.end()) {
       continue;
     }
     mine.ops.push_back(op->spec);
+    if (op->spec.kind == OpKind::kJoin) {
+      // Measured now, just after the round's readiness allreduce that every rank left at about
+      // the same moment: the coordinator turns it into a join time in its own clock.
+      mine.ops.back().ageMicros =
+          std::chrono::duration_cast<std::chrono::microseconds>(announcedAt - op->submittedAt)
+              .count();
+    }
     op->announced = true;
   }
   std::vector<std::vector<uint8_t>> gathered;
@@ -215,8 +226,32 @@ void Negotiator::dumpRecorder(const std::string& why) const {
   if (Status s = FlightRecorder::writeFile(why); !s.isOk()) log_->error("{}", s.message());
 }
 
-Status Negotiator::waitControl(backends::PendingPtr& step, const char* what) {
+std::string Negotiator::describeMissing(bool entry) {
+  const int size = channel_.size();
+  if (!entry || !channel_.tracksWaiting()) {
+    return "the other " + std::to_string(size - 1) + " rank(s) of the communicator";
+  }
+  const std::vector<int> waiting = channel_.peersWaiting(roundSeq_);
+  std::vector<int> missing;
+  for (int r = 0; r < size; ++r) {
+    if (r != channel_.rank() && std::find(waiting.begin(), waiting.end(), r) == waiting.end()) {
+      missing.push_back(r);
+    }
+  }
+  std::string text = "ranks " + rankList(missing) +
+                     " of the communicator, which have not entered "
+                     "this negotiation round";
+  if (!waiting.empty()) text += " (ranks " + rankList(waiting) + " are waiting in it too)";
+  return text;
+}
+
+Status Negotiator::waitControl(backends::PendingPtr& step, const char* what, bool entry) {
   bool warned = false;
+  bool noted = false;
+  // Early enough that peers' notes arrive before the warning, late enough that a round that
+  // merely takes a moment sends nothing.
+  const double noteAfter = std::min(1.0, config_.stallCheckSeconds / 2);
+  const bool diagnose = config_.stallCheckSeconds > 0 || config_.stallShutdownSeconds > 0;
   auto pendingNames = [this] {
     std::string names;
     size_t listed = 0;
@@ -246,13 +281,17 @@ Status Negotiator::waitControl(backends::PendingPtr& step, const char* what) {
       log_->error("{}", message);
       return shutDown(message);
     }
+    if (entry && diagnose && !noted && (waited >= noteAfter || config_.stallCheckSeconds <= 0)) {
+      noted = true;
+      channel_.noteWaiting(roundSeq_);
+    }
     if (!warned && config_.stallCheckSeconds > 0 && waited >= config_.stallCheckSeconds) {
       warned = true;
       log_->warn(
-          "stall: rank {} has waited {:.1f} s in the {} for the other {} rank(s) of the "
-          "communicator; operations pending here: {}. A rank with nothing pending does not "
-          "negotiate: some rank has not submitted these operations, or has exited",
-          rank, waited, what, channel_.size() - 1, pendingNames());
+          "stall: rank {} has waited {:.1f} s in the {} for {}; operations pending here: {}. "
+          "A rank with nothing pending does not negotiate: some rank has not submitted these "
+          "operations, or has exited",
+          rank, waited, what, describeMissing(entry), pendingNames());
       dumpRecorder("stall: negotiation round waiting for other ranks");
     }
     const double shutdownAfter = liveness_.stallShutdownSeconds();
@@ -260,7 +299,8 @@ Status Negotiator::waitControl(backends::PendingPtr& step, const char* what) {
       std::string message =
           "timed out after " + std::to_string(static_cast<int>(waited)) +
           " s: the other ranks of the communicator did not all join the negotiation of " +
-          pendingNames() + " (rank " + std::to_string(rank) + " waited in the " + what +
+          pendingNames() + " (rank " + std::to_string(rank) + " waited in the " + what + " for " +
+          describeMissing(entry) +
           "); a rank that has not submitted them, or has exited, is missing. The "
           "communicator is unusable from now on";
       log_->error("stall shutdown: {}", message);

@@ -59,7 +59,12 @@ class Negotiator {
   // and gives up after the stall shutdown time (or the close bound while closing).
   // A step given up on stays active in MPI (a late peer can still match it), so it and its
   // buffers are kept until the process exits.
-  Status waitControl(backends::PendingPtr& step, const char* what);
+  // `entry`: the round's first step (the readiness allreduce), the one idle ranks never enter;
+  // only there are peers' stall notes used to name the missing ranks.
+  Status waitControl(backends::PendingPtr& step, const char* what, bool entry = false);
+  // "ranks [2] (not in this negotiation round; ranks [1] are)" when the channel can tell, else
+  // "the other N rank(s) of the communicator".
+  std::string describeMissing(bool entry);
   void dumpRecorder(const std::string& why) const;
 
   backends::Channel& channel_;
@@ -75,6 +80,7 @@ class Negotiator {
   const FlightRecorder* recorder_;
   PendingOps* roundPending_ = nullptr;  // during round()
   bool roundClosing_ = false;
+  uint64_t roundSeq_ = 0;  // rounds are collective: the same count on every rank
   const std::atomic<bool>* closeRequested_ = nullptr;
 };
 

@@ -1,11 +1,52 @@
 #include "runtime/timeline.h"
 
+#include <filesystem>
+
 namespace hcoll::runtime {
 
+namespace {
+
+// Length of the well-formed UTF-8 sequence at p (RFC 3629: no overlong forms, no surrogates,
+// nothing above U+10FFFF), or 0 if the bytes there are not one.
+size_t utf8SequenceLength(const unsigned char* p, size_t left) {
+  auto cont = [&](size_t i, unsigned char lo = 0x80, unsigned char hi = 0xBF) {
+    return i < left && p[i] >= lo && p[i] <= hi;
+  };
+  const unsigned char c = p[0];
+  if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
+  if (c >= 0xE0 && c <= 0xEF) {
+    const unsigned char lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+    return cont(1, lo, hi) && cont(2) ? 3 : 0;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    const unsigned char lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+    return cont(1, lo, hi) && cont(2) && cont(3) ? 4 : 0;
+  }
+  return 0;
+}
+
+}  // namespace
+
+// Operation names are arbitrary bytes, but JSON text must be UTF-8: a byte that does not start a
+// well-formed sequence is written as the code point of the same value (\u00XX), so the trace stays
+// valid JSON and the byte stays visible.
 std::string jsonEscape(const std::string& s) {
   std::string out;
   out.reserve(s.size() + 2);
-  for (unsigned char c : s) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(s.data());
+  for (size_t i = 0; i < s.size(); ++i) {
+    const unsigned char c = bytes[i];
+    if (c >= 0x80) {
+      if (size_t len = utf8SequenceLength(bytes + i, s.size() - i); len > 0) {
+        out.append(s, i, len);
+        i += len - 1;
+      } else {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\u%04x", c);
+        out += buf;
+      }
+      continue;
+    }
     switch (c) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;
@@ -27,6 +68,14 @@ std::string jsonEscape(const std::string& s) {
 Status Timeline::open(const std::string& path, int worldRank, int worldSize,
                       std::unique_ptr<Timeline>* out) {
   std::string file = path;
+  // A directory would get hidden per-rank files "<dir>/.0", "<dir>/.1" (or, at one rank, fail
+  // to open): refused as the value of the variable, like an unwritable path.
+  std::error_code ec;
+  if (!path.empty() && (path.back() == '/' || std::filesystem::is_directory(path, ec))) {
+    return invalidArgument("HCOLL_TIMELINE: '" + path +
+                           "' is a directory; it must name a file (per-rank files get the "
+                           "suffix .<rank>, or %r is replaced by the rank)");
+  }
   if (auto at = file.find("%r"); at != std::string::npos) {
     file.replace(at, 2, std::to_string(worldRank));
   } else if (worldSize > 1) {

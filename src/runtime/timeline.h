@@ -22,7 +22,8 @@ class Timeline {
   using Clock = std::chrono::steady_clock;
 
   // Opens the file for this rank: `path` with "%r" replaced by the rank, or `path` itself on a
-  // single rank, or `path.<rank>` otherwise. Fails with INVALID_ARGUMENT if it cannot be opened.
+  // single rank, or `path.<rank>` otherwise. Fails with INVALID_ARGUMENT if it cannot be opened
+  // or `path` names a directory.
   static Status open(const std::string& path, int worldRank, int worldSize,
                      std::unique_ptr<Timeline>* out);
   ~Timeline();  // writes the closing bracket: the file is valid JSON once hcoll shut down

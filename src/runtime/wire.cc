@@ -107,6 +107,8 @@ void putSpec(Writer& w, const OpSpec& s) {
   w.put<int32_t>(s.color);
   w.put<int32_t>(s.key);
   w.putVector(s.outputRows);
+  w.put<uint8_t>(s.autoNamed ? 1 : 0);
+  w.put<int64_t>(s.ageMicros);
 }
 
 bool allNonNegative(const std::vector<int64_t>& v) {
@@ -148,10 +150,15 @@ const char* getSpec(Reader& r, OpSpec* s) {
   if (!s->outputRows.empty() && s->outputRows.size() != s->members.size()) {
     return "output rows do not match the members";
   }
+  uint8_t autoNamed;
+  if (!r.get(&autoNamed) || !r.get(&s->ageMicros)) return "truncated operation";
+  if (autoNamed > 1) return "bad automatic-name flag";
+  if (s->ageMicros < 0) return "negative age";
+  s->autoNamed = autoNamed != 0;
   return nullptr;
 }
 
-constexpr size_t kMinSpecBytes = 4 + 1 + 1 + 8 + 8 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 4;
+constexpr size_t kMinSpecBytes = 4 + 1 + 1 + 8 + 8 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 1 + 8;
 
 Status malformed(const char* what) {
   return internalError(std::string("malformed negotiation message: ") + what);

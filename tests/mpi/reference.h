@@ -20,6 +20,15 @@ inline const std::vector<hcoll_dtype_t>& allDtypes() {
   return kAll;
 }
 
+// `v` rounded once to float16 (11 significant bits) or bfloat16 (8), to nearest, ties to even:
+// what a float32 reduction narrowed once must give. Normal range only (what the tests use).
+inline double roundToHalfPrecision(hcoll_dtype_t dtype, double v) {
+  if (v == 0) return v;
+  const int bits = dtype == HCOLL_FLOAT16 ? 11 : 8;
+  const double ulp = std::ldexp(1.0, std::ilogb(v) - (bits - 1));
+  return std::nearbyint(v / ulp) * ulp;  // the default rounding mode: ties to even
+}
+
 inline const std::vector<hcoll_reduce_op_t>& allOps() {
   static const std::vector<hcoll_reduce_op_t> kAll = {HCOLL_SUM, HCOLL_AVERAGE, HCOLL_MIN,
                                                       HCOLL_MAX, HCOLL_PRODUCT};

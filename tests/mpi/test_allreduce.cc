@@ -218,3 +218,43 @@ TEST_CASE("allreduce: repeated names hit the response cache and stay correct", "
     REQUIRE(after.cache_hits == before.cache_hits);
   }
 }
+
+TEST_CASE("allreduce: float16/bfloat16 SUM accumulates in float32 and rounds once",
+          "[allreduce][half_accumulate]") {
+  // Rank 0 holds a value whose 16-bit neighbours are 2 apart (float16 2048, bfloat16 256); every
+  // other rank adds 1. Rounded to 16 bits after each pairwise step, big + 1 is big again, so the
+  // sum stayed at 2048 (3 ranks); in float32 it is big + N - 1, rounded once (2050 at 3 ranks,
+  // 2052 at 4: 2051 is a tie, to even).
+  const int r = worldRank();
+  const int n = worldSize();
+  for (hcoll_dtype_t dtype : {HCOLL_FLOAT16, HCOLL_BFLOAT16}) {
+    const float big = dtype == HCOLL_FLOAT16 ? 2048.0f : 256.0f;
+    const std::string tag = dtype == HCOLL_FLOAT16 ? "f16" : "bf16";
+    Tensor t(dtype, {3});
+    t.set(0, r == 0 ? big : 1.0);
+    t.set(1, 0.5);
+    t.set(2, r == 0 ? -big : 1.0);
+    auto d = t.desc();
+    hcoll_request_t req;
+    HCOLL_REQUIRE_OK(
+        hcoll_allreduce(world(), ("half.sum." + tag).c_str(), &d, &d, HCOLL_SUM, 1, 1, &req));
+    HCOLL_REQUIRE_OK(waitAndFree(req));
+    INFO(tag << " at " << n << " ranks");
+    REQUIRE(t.get(0) == ref::roundToHalfPrecision(dtype, big + static_cast<float>(n - 1)));
+    REQUIRE(t.get(1) == 0.5 * n);
+    REQUIRE(t.get(2) == ref::roundToHalfPrecision(dtype, -big + static_cast<float>(n - 1)));
+
+    // Out of place: AVERAGE divides the once-rounded sum by N (in the unpack, after the
+    // reduction), and rounds that once more.
+    Tensor in(dtype, {2}), out(dtype, {2});
+    in.set(0, r == 0 ? big : 1.0);
+    in.set(1, 2.0);
+    auto di = in.desc(), dout = out.desc();
+    HCOLL_REQUIRE_OK(hcoll_allreduce(world(), ("half.avg." + tag).c_str(), &di, &dout,
+                                     HCOLL_AVERAGE, 1, 1, &req));
+    HCOLL_REQUIRE_OK(waitAndFree(req));
+    const double sum = ref::roundToHalfPrecision(dtype, big + static_cast<float>(n - 1));
+    REQUIRE(out.get(0) == ref::roundToHalfPrecision(dtype, static_cast<float>(sum / n)));
+    REQUIRE(out.get(1) == 2.0);
+  }
+}

@@ -1,7 +1,9 @@
 // join (joined ranks contribute zeros, AVERAGE still divides by N, last joined rank everywhere,
 // allgather while joined is MISMATCH), barrier, and request semantics (test/wait/timeout/free).
 #include <algorithm>
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include "support/test_util.h"
 
@@ -106,6 +108,84 @@ TEST_CASE("join: a second round works and allgather succeeds after everyone join
   HCOLL_REQUIRE_OK(hcoll_request_output(req, 0, &out));
   for (int k = 0; k < n; ++k) REQUIRE(outputElement(out, k) == last);
   hcoll_request_free(req);
+}
+
+namespace {
+
+// Every rank joins after a delay given by its place in a rotation that puts `last` at the end
+// (150 ms apart); returns what join reported, checked to be the same on every rank. Ranks are
+// idle until they join, so joins submitted at different times can reach the coordinator in one
+// round: the answer must come from when they joined, not from rank numbers.
+int joinInTurn(int last) {
+  const int r = worldRank();
+  const int n = worldSize();
+  hcoll_request_t req;
+  HCOLL_REQUIRE_OK(hcoll_barrier(world(), &req));  // a common start
+  HCOLL_REQUIRE_OK(waitAndFree(req));
+  const int place = ((r - last - 1) % n + n) % n;  // last gets n - 1
+  std::this_thread::sleep_for(std::chrono::milliseconds(150 * place));
+  HCOLL_REQUIRE_OK(hcoll_join(world(), &req));
+  HCOLL_REQUIRE_OK(hcoll_wait(req, 30));
+  hcoll_tensor_t out;
+  HCOLL_REQUIRE_OK(hcoll_request_output(req, 0, &out));
+  const int reported = static_cast<int>(outputElement(out, 0));
+  hcoll_request_free(req);
+  Tensor t(HCOLL_INT32, {1});
+  t.set(0, reported);
+  auto d = t.desc();
+  HCOLL_REQUIRE_OK(hcoll_allgather(world(), "join.turn.same", &d, &req));
+  HCOLL_REQUIRE_OK(hcoll_wait(req, 30));
+  HCOLL_REQUIRE_OK(hcoll_request_output(req, 0, &out));
+  for (int k = 0; k < n; ++k) REQUIRE(outputElement(out, k) == reported);
+  hcoll_request_free(req);
+  return reported;
+}
+
+}  // namespace
+
+TEST_CASE("join: reports the rank that joined last in time, whatever its number", "[join]") {
+  const int n = worldSize();
+  for (int last : {0, n - 1, 1 % n, n / 2}) {
+    INFO("rank " << last << " joins " << 150 * (n - 1) << " ms after the first");
+    REQUIRE(joinInTurn(last) == last);
+  }
+}
+
+TEST_CASE("barrier and unnamed allreduce while a rank has joined keep later names aligned",
+          "[join][barrier]") {
+  // The joined rank takes part in barriers and allreduces that complete without it; its own
+  // automatic names ("barrier.<n>", "allreduce.<n>") must move on with them, or its next
+  // unnamed call pairs with an older name on the others and never completes.
+  const int r = worldRank();
+  const int n = worldSize();
+  const int joined = n - 1;
+  hcoll_request_t join, req;
+  if (r == joined) {
+    HCOLL_REQUIRE_OK(hcoll_join(world(), &join));
+  } else {
+    for (int i = 0; i < 2; ++i) {
+      HCOLL_REQUIRE_OK(hcoll_barrier(world(), &req));
+      HCOLL_REQUIRE_OK(waitAndFree(req, 10));
+    }
+    Tensor t(HCOLL_INT32, {1});
+    t.set(0, 1);
+    auto d = t.desc();
+    HCOLL_REQUIRE_OK(hcoll_allreduce(world(), nullptr, &d, &d, HCOLL_SUM, 1, 1, &req));
+    HCOLL_REQUIRE_OK(waitAndFree(req, 10));
+    REQUIRE(t.get(0) == n - 1);  // the joined rank contributed zero
+    HCOLL_REQUIRE_OK(hcoll_join(world(), &join));
+  }
+  HCOLL_REQUIRE_OK(waitAndFree(join, 30));
+  for (int i = 0; i < 3; ++i) {
+    HCOLL_REQUIRE_OK(hcoll_barrier(world(), &req));
+    HCOLL_REQUIRE_OK(waitAndFree(req, 10));
+    Tensor t(HCOLL_INT32, {1});
+    t.set(0, r + 1);
+    auto d = t.desc();
+    HCOLL_REQUIRE_OK(hcoll_allreduce(world(), nullptr, &d, &d, HCOLL_SUM, 1, 1, &req));
+    HCOLL_REQUIRE_OK(waitAndFree(req, 10));
+    REQUIRE(t.get(0) == n * (n + 1) / 2);
+  }
 }
 
 TEST_CASE("barrier: completes on every rank, repeatedly", "[barrier]") {

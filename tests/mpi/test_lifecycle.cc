@@ -180,6 +180,25 @@ TEST_CASE("lifecycle: malformed environment values fail initialize", "[lifecycle
   unsetenv("HCOLL_LOG_LEVEL");
 }
 
+TEST_CASE("lifecycle: HCOLL_TIMELINE naming a directory fails initialize", "[lifecycle][env]") {
+  // Accepted, it wrote hidden per-rank files "<dir>/.0", "<dir>/.1". Every rank sees the same
+  // directory ("." and "/tmp/") and fails before any collective, so no rank waits for another.
+  for (const char* dir : {".", "/tmp/", "/tmp"}) {
+    INFO("HCOLL_TIMELINE=" << dir);
+    REQUIRE(setenv("HCOLL_TIMELINE", dir, 1) == 0);
+    REQUIRE(hcoll_initialize(nullptr) == HCOLL_ERR_INVALID_ARGUMENT);
+    std::string msg = hcoll_last_error();
+    INFO(msg);
+    REQUIRE(msg.find("HCOLL_TIMELINE") != std::string::npos);
+    REQUIRE(msg.find("directory") != std::string::npos);
+    REQUIRE(hcoll_is_initialized() == 0);
+  }
+  REQUIRE(unsetenv("HCOLL_TIMELINE") == 0);
+  initOk();
+  REQUIRE(worldSum(2) == 2 * worldSize());
+  shutdownOk();
+}
+
 TEST_CASE("lifecycle: outputs from a user allocator belong to the user", "[lifecycle][allocator]") {
   UserAlloc u;
   hcoll_init_params_t p{};

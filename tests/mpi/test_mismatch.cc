@@ -62,6 +62,15 @@ TEST_CASE("mismatch: allreduce fields", "[mismatch]") {
     HCOLL_REQUIRE_OK(hcoll_allreduce(world(), "mm.pre", &a, &a, HCOLL_SUM, odd ? 2.0 : 1.0, 1, &req));
     expectMismatch(req, {"mm.pre", "prescale", "rank 0", "rank 1"});
   }
+  SECTION("prescale differing in the last bits") {
+    // 1/3 rounded to float on one rank and in double on the others: the message must show two
+    // different numbers, each in full (round-trip) precision.
+    const double third = 1.0 / 3.0, thirdFloat = static_cast<float>(1.0 / 3.0);
+    HCOLL_REQUIRE_OK(hcoll_allreduce(world(), "mm.pre.bits", &a, &a, HCOLL_SUM,
+                                     odd ? thirdFloat : third, 1, &req));
+    expectMismatch(req, {"mm.pre.bits", "prescale", "rank 0 has 0.3333333333333333",
+                         "rank 1 has 0.3333333432674408"});
+  }
   SECTION("postscale") {
     HCOLL_REQUIRE_OK(hcoll_allreduce(world(), "mm.post", &a, &a, HCOLL_SUM, 1, odd ? 0.5 : 1.0, &req));
     expectMismatch(req, {"mm.post", "postscale", "rank 0", "rank 1"});

@@ -119,3 +119,29 @@ TEST_CASE("grouped_reducescatter: mixed dtypes and shapes", "[reducescatter][gro
     HCOLL_REQUIRE_OK(hcoll_request_free(req));
   }
 }
+
+TEST_CASE("reducescatter: float16/bfloat16 SUM accumulates in float32 and rounds once",
+          "[reducescatter][half_accumulate]") {
+  // As the allreduce case: big on rank 0 plus 1 from every other rank, in every row, so each
+  // rank's block is big + N - 1 rounded once (2050 at 3 ranks in float16, not 2048).
+  const int r = worldRank();
+  const int n = worldSize();
+  for (hcoll_dtype_t dtype : {HCOLL_FLOAT16, HCOLL_BFLOAT16}) {
+    const float big = dtype == HCOLL_FLOAT16 ? 2048.0f : 256.0f;
+    Tensor t(dtype, {n, 2});
+    for (int i = 0; i < 2 * n; ++i) t.set(i, r == 0 ? big : 1.0);
+    auto d = t.desc();
+    hcoll_request_t req;
+    const std::string name = std::string("half.rs.") + (dtype == HCOLL_FLOAT16 ? "f16" : "bf16");
+    HCOLL_REQUIRE_OK(hcoll_reducescatter(world(), name.c_str(), &d, HCOLL_SUM, 1, 1, &req));
+    HCOLL_REQUIRE_OK(hcoll_wait(req, 30));
+    hcoll_tensor_t out;
+    HCOLL_REQUIRE_OK(hcoll_request_output(req, 0, &out));
+    REQUIRE(outputElements(out) == 2);
+    const float exact = big + static_cast<float>(n - 1);
+    const double want = ref::roundToHalfPrecision(dtype, exact);
+    INFO(name << " at " << n << " ranks");
+    for (int i = 0; i < 2; ++i) REQUIRE(outputElement(out, i) == want);
+    HCOLL_REQUIRE_OK(hcoll_request_free(req));
+  }
+}

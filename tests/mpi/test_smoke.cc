@@ -18,6 +18,19 @@ TEST_CASE("smoke: one of each collective", "[smoke]") {
     HCOLL_REQUIRE_OK(waitAndFree(req));
     for (int i = 0; i < 5; ++i) REQUIRE(t.get(i) == n * (n - 1) / 2 + n * i);
   }
+  SECTION("allreduce with a name that is not UTF-8") {
+    // Names are bytes: the timeline must still be valid JSON (check_timeline.py parses it and
+    // looks for this row as "bad\u00ff\u00fe name" next to the valid "\u00e9" = U+00E9).
+    Tensor t(HCOLL_INT32, {2});
+    t.set(0, r);
+    t.set(1, 1);
+    auto d = t.desc();
+    HCOLL_REQUIRE_OK(
+        hcoll_allreduce(w, "bad\xff\xfe name \xc3\xa9", &d, &d, HCOLL_SUM, 1.0, 1.0, &req));
+    HCOLL_REQUIRE_OK(waitAndFree(req));
+    REQUIRE(t.get(0) == n * (n - 1) / 2);
+    REQUIRE(t.get(1) == n);
+  }
   SECTION("allgather") {
     Tensor t(HCOLL_INT32, {r + 1, 2});
     for (int i = 0; i < t.elements(); ++i) t.set(i, r);

@@ -70,6 +70,11 @@ def check(path):
             fail(f"{path}: tensor '{name}' has phases {kinds}, expected NEGOTIATE then EXECUTE")
         if phases[0]["ts"] + phases[0]["dur"] > phases[1]["ts"] + 1:
             fail(f"{path}: tensor '{name}' executed before its negotiation ended")
+    # The smoke run's name with invalid UTF-8 bytes (0xff 0xfe) and a valid "\u00e9": json.load
+    # above already proved the file is valid; the row keeps the bytes visible as \u00XX.
+    odd = "bad\u00ff\u00fe name \u00e9"
+    if on_tracks(odd) != [world]:
+        fail(f"{path}: the non-UTF-8 name is not traced as {odd!r}; rows: {sorted(rows.values())}")
     grouped = [e for e in by_tensor[(world, "g")] if e["name"] == "EXECUTE"]
     if grouped[0]["args"].get("tensors_in_call") != 10:
         fail(f"{path}: the 10-member group did not run as one fused call: {grouped[0]['args']}")

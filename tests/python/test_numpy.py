@@ -130,6 +130,50 @@ def test_alltoall():
     assert out.tolist() == [10 * r + 2 * R + k for r in range(N) for k in range(2)]
 
 
+def test_alltoall_splits_length_checked():
+    """The C API reads exactly N splits: a shorter or longer list is refused by the binding with
+    ValueError before anything is submitted, so the same name then works on every rank."""
+    x = np.arange(2 * N, dtype=np.float32)
+    for bad in ([1] * (N - 1), [0] * (N + 1), []):
+        try:
+            W.alltoall(x, splits=bad, name="a2a.len")
+        except ValueError as e:
+            assert "splits" in str(e) and str(N) in str(e), e
+        else:
+            raise AssertionError(f"splits={bad} accepted at {N} ranks")
+    out = done(W.alltoall(x, splits=[2] * N, name="a2a.len")).output(0)
+    assert out.tolist() == [2 * R + k for r in range(N) for k in range(2)], out
+
+
+def test_names_with_nul_rejected():
+    """A NUL would cut the name short in C ("grad\0layer1" and "grad\0layer2" would both be
+    "grad"): every entry point that takes a name refuses it with ValueError."""
+    x = np.ones(2 * N, dtype=np.float32)
+    calls = [
+        lambda n: W.allreduce(x, name=n),
+        lambda n: W.grouped_allreduce([x], name=n),
+        lambda n: W.allgather(x, name=n),
+        lambda n: W.grouped_allgather([x], name=n),
+        lambda n: W.broadcast(x, name=n),
+        lambda n: W.grouped_broadcast([x], name=n),
+        lambda n: W.alltoall(x, name=n),
+        lambda n: W.reducescatter(x, name=n),
+        lambda n: W.grouped_reducescatter([x], name=n),
+        lambda n: hcoll.allreduce(x, name=n),
+    ]
+    for i, call in enumerate(calls):
+        for bad in ("grad\x00layer1", b"grad\x00layer2", "\x00"):
+            try:
+                call(bad)
+            except ValueError as e:
+                assert "NUL" in str(e), e
+            else:
+                raise AssertionError(f"call {i} accepted the name {bad!r}")
+    # Nothing was submitted: "grad" is free, and the two names differ only after the NUL.
+    done(W.allreduce(x, name="grad"))
+    assert np.all(x == N)
+
+
 def test_reducescatter():
     d0 = 2 * N + 1  # uneven: the first rank gets one row more
     x = np.arange(d0 * 2, dtype=np.float32).reshape(d0, 2) * (R + 1)

@@ -15,6 +15,11 @@ foreach(scenario coordinator idle)
     ENVIRONMENT "${stall_env};HCOLL_FLIGHT_RECORDER=${CMAKE_CURRENT_BINARY_DIR}/fr-${scenario}")
 endforeach()
 
+# The idle missing rank is named among several waiting ones (3 ranks).
+hcoll_add_mpi_test(stall.idle_named.np3 hcoll-test-stall 3 TIMEOUT 60 LABELS reliability
+                   ARGS "[idle_named]")
+set_tests_properties(stall.idle_named.np3 PROPERTIES ENVIRONMENT "${stall_env}")
+
 # Programs with their own main (they initialize and shut down themselves).
 foreach(name hostile_input shutdown sigkill idle_cpu soak)
   string(REPLACE "_" "-" dashed ${name})

@@ -152,3 +152,41 @@ TEST_CASE("stall: the missing rank is idle on the communicator", "[idle]") {
   REQUIRE(secondsSince(start) < 1.0);
   allreduceOk(world(), "world-after-destroy");
 }
+
+TEST_CASE("stall: the warning names the idle rank among several", "[idle_named]") {
+  // At 3 ranks, ranks 0 and 1 wait for rank 2, which has nothing pending and so never enters a
+  // negotiation round: the warnings and the timeout name rank 2, not "the other 2 rank(s)".
+  const int r = worldRank();
+  const int n = worldSize();
+  REQUIRE(n >= 3);
+  const int idle = n - 1;
+  hcoll_comm_t c = splitAll();
+  StderrCapture log("stall-idle-named.log." + std::to_string(r));
+  const std::string idleList = "ranks [" + std::to_string(idle) + "] of the communicator";
+  if (r != idle) {
+    Tensor t(HCOLL_INT64, {3});
+    auto d = t.desc();
+    hcoll_request_t req;
+    HCOLL_REQUIRE_OK(hcoll_allreduce(c, "waits-for-the-idle-rank", &d, &d, HCOLL_SUM, 1, 1, &req));
+    hcoll_status_t s = hcoll_wait(req, 15);
+    std::string message = hcoll_request_error(req);
+    hcoll_request_free(req);
+    INFO("status " << hcoll_status_string(s) << ": " << message);
+    REQUIRE(s == HCOLL_ERR_TIMEOUT);
+    REQUIRE(message.find(idleList) != std::string::npos);
+    std::string text = log.text();
+    INFO(text);
+    REQUIRE(text.find("stall: rank " + std::to_string(r) + " has waited") != std::string::npos);
+    REQUIRE(text.find("for " + idleList + ", which have not entered this negotiation round") !=
+            std::string::npos);
+    REQUIRE(text.find("the other " + std::to_string(n - 1) + " rank(s)") == std::string::npos);
+  }
+  // As in [idle]: the idle rank lets the others finish their ~3 s stall before using the world.
+  if (r == idle) std::this_thread::sleep_for(std::chrono::seconds(4));
+  allreduceOk(world(), "world-after-idle-named-stall");
+  const auto start = Clock::now();
+  REQUIRE(hcoll_comm_destroy(c) == HCOLL_SUCCESS);
+  REQUIRE(secondsSince(start) < 8.0);
+  if (r != idle) std::this_thread::sleep_for(std::chrono::milliseconds(3500));
+  allreduceOk(world(), "world-after-idle-named-destroy");
+}

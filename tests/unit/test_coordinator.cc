@@ -2,6 +2,8 @@
 // announced order, validation messages naming the operation, the field and the ranks, join.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "runtime/coordinator.h"
 
 using namespace hcoll;
@@ -346,4 +348,54 @@ TEST_CASE("coordinator: caller outputs (*_into) of the wrong size fail with MISM
   REQUIRE(ready[0].error == Code::kMismatch);
   REQUIRE(has(ready[0].errorMessage, "rank 1 has dim0 3 but the result has 4 rows"));
   REQUIRE(!has(ready[0].errorMessage, "rank 0 has dim0"));
+}
+
+TEST_CASE("coordinator: join reports the rank that joined last in time, not the highest rank",
+          "[coordinator][join]") {
+  // All three joins arrive in one round (idle ranks do not negotiate until they submit); their
+  // ages at announcement say rank 1 joined last, rank 0 first.
+  for (auto ages :
+       {std::vector<int64_t>{300000, 0, 150000}, std::vector<int64_t>{0, 150000, 300000}}) {
+    Coordinator c(3);
+    const auto now = Clock::now();
+    for (int r = 0; r < 3; ++r) {
+      OpSpec join = spec("join.0", OpKind::kJoin);
+      join.members.clear();
+      join.ageMicros = ages[r];
+      RequestList l;
+      l.ops = {join};
+      c.add(r, std::move(l), now);
+    }
+    auto ready = c.takeReady();
+    REQUIRE(ready.size() == 1);
+    const int youngest =
+        static_cast<int>(std::min_element(ages.begin(), ages.end()) - ages.begin());
+    REQUIRE(ready[0].lastJoinedRank == youngest);
+  }
+}
+
+TEST_CASE("coordinator: assembled outputs over the backend's count limit are UNSUPPORTED",
+          "[coordinator][limits]") {
+  // Each rank's part is within the limit (checked at submission); what one rank receives from
+  // all of them is not. Every rank gets the same UNSUPPORTED response.
+  Coordinator c(2, /*maxVectorCount=*/100);
+  announce(c, 0, {spec("ag", OpKind::kAllgather, DataType::kFloat32, {20})});  // 80 bytes
+  announce(c, 1, {spec("ag", OpKind::kAllgather, DataType::kFloat32, {20})});
+  OpSpec a2a = spec("a2a", OpKind::kAlltoall, DataType::kUint8, {90});
+  a2a.splits = {0, 60};  // rank 1 receives 60 + 60 bytes
+  announce(c, 0, {a2a});
+  announce(c, 1, {a2a});
+  OpSpec ok = spec("ag.ok", OpKind::kAllgather, DataType::kFloat32,
+                   {12});  // 12 + 13 floats: exactly 100 bytes
+  ok.members[0].shape = {12};
+  announce(c, 0, {ok});
+  ok.members[0].shape = {13};
+  announce(c, 1, {ok});
+  auto ready = c.takeReady();
+  REQUIRE(ready.size() == 3);
+  REQUIRE(ready[0].error == Code::kUnsupported);
+  REQUIRE(has(ready[0].errorMessage, "160 bytes"));
+  REQUIRE(ready[1].error == Code::kUnsupported);
+  REQUIRE(has(ready[1].errorMessage, "rank 1 would receive 120 bytes"));
+  REQUIRE(ready[2].error == Code::kSuccess);
 }

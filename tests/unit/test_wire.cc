@@ -27,6 +27,8 @@ OpSpec sampleSpec(const std::string& name, OpKind kind) {
   s.ranks = {2, 0};
   s.color = -1;
   s.key = 42;
+  s.autoNamed = true;
+  s.ageMicros = 123456789012;
   return s;
 }
 

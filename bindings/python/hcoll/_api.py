@@ -32,7 +32,15 @@ def _check(status, message=None):
 
 
 def _name(name):
-    return None if name is None else name.encode()
+    """The C string for an operation name. A NUL would end it early in C, so two different
+    Python names could reach the runtime as one (a false DUPLICATE_NAME, or a cross-rank match of
+    operations the caller kept apart): refused here, where the full name is still known."""
+    if name is None:
+        return None
+    b = name if isinstance(name, bytes) else name.encode()
+    if b"\0" in b:
+        raise ValueError(f"operation name {name!r} contains a NUL byte")
+    return b
 
 
 def _fint(mpi_comm):
@@ -455,7 +463,12 @@ class Comm:
         sp = None
         if splits is not None:
             splits = [int(s) for s in splits]
-            sp = (ctypes.c_int64 * max(len(splits), 1))(*splits)
+            # The C API reads exactly `size` entries and cannot see the array's length.
+            size = self.size
+            if len(splits) != size:
+                raise ValueError(f"splits has {len(splits)} entries; the communicator has "
+                                 f"{size} ranks and needs one entry per rank")
+            sp = (ctypes.c_int64 * size)(*splits)
         if out is not None:
             do = _tensor.describe(out, "out", written=True)
             return self._submit(lib.hcoll_alltoall_into,

@@ -1,6 +1,7 @@
 #include "backends/mpi/mpi_channel.h"
 
 #include <chrono>
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <random>
@@ -8,6 +9,7 @@
 
 #include "backends/mpi/mpi_pending.h"
 #include "backends/mpi/mpi_types.h"
+#include "backends/mpi/mpi_widen.h"
 
 namespace hcoll::backends::mpi {
 namespace {
@@ -19,6 +21,7 @@ constexpr int kNoticeTag = 3;
 constexpr size_t kNoticeHeader = 8 + 1 + 4;
 constexpr size_t kMaxNoticeBytes = 1024;
 constexpr auto kNoticeSendBound = std::chrono::seconds(1);
+constexpr int kWaitingNoteTag = 7;  // stall notes (noteWaiting)
 
 // Receives one message of unknown size from `source` once it arrived (MPI_Improbe + MPI_Mrecv).
 bool tryReceive(MPI_Comm comm, int source, int tag, std::vector<uint8_t>* out, Status* status) {
@@ -163,7 +166,29 @@ bool toIntCounts(const std::vector<size_t>& bytes, std::vector<int>* counts,
   return true;
 }
 
-Status tooLarge(const char* what) {
+// MPI-4's large-count calls (MPI_Iallgatherv_c, ...) take MPI_Count counts and MPI_Aint
+// displacements: MPICH 4 has them, Open MPI 4.1 (MPI 3.1) does not. Without them the int-count
+// calls limit one rank's part to INT_MAX, which the runtime enforces at submission
+// (maxVectorCount); with them the int-count calls still serve everything that fits.
+#if MPI_VERSION >= 4
+constexpr bool kLargeCounts = true;
+
+void toLargeCounts(const std::vector<size_t>& n, std::vector<MPI_Count>* counts,
+                   std::vector<MPI_Aint>* displs) {
+  counts->resize(n.size());
+  displs->resize(n.size());
+  MPI_Aint offset = 0;
+  for (size_t i = 0; i < n.size(); ++i) {
+    (*counts)[i] = static_cast<MPI_Count>(n[i]);
+    (*displs)[i] = offset;
+    offset += static_cast<MPI_Aint>(n[i]);
+  }
+}
+#else
+constexpr bool kLargeCounts = false;
+#endif
+
+[[maybe_unused]] Status tooLarge(const char* what) {
   return Status(Code::kUnsupported,
                 std::string(what) + ": more than 2 GiB per rank is not supported by the MPI backend");
 }
@@ -224,10 +249,19 @@ Status MpiChannel::make(CommHandle base, std::unique_ptr<Channel>* out) {
 MpiChannel::~MpiChannel() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (finalized || noticeReceive_ == MPI_REQUEST_NULL) return;
-  // A receive can always be cancelled; it must complete before its buffer goes.
-  MPI_Cancel(&noticeReceive_);
-  MPI_Wait(&noticeReceive_, MPI_STATUS_IGNORE);
+  if (finalized) return;
+  if (noticeReceive_ != MPI_REQUEST_NULL) {
+    // A receive can always be cancelled; it must complete before its buffer goes.
+    MPI_Cancel(&noticeReceive_);
+    MPI_Wait(&noticeReceive_, MPI_STATUS_IGNORE);
+  }
+  if (noteSends_.empty()) return;
+  // Point-to-point sends may be freed while active; their values must outlive them, so the
+  // deque's storage is handed over to a never-freed owner (a few bytes per stall, if any).
+  for (MPI_Request& r : noteSends_) {
+    if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+  }
+  new std::deque<uint64_t>(std::move(noteValues_));
 }
 
 void MpiChannel::postNoticeReceive() {
@@ -309,6 +343,53 @@ bool MpiChannel::pollNotice(Notice* out) {
   return false;
 }
 
+size_t MpiChannel::maxVectorCount() const {
+  return kLargeCounts ? SIZE_MAX : static_cast<size_t>(INT_MAX);
+}
+
+void MpiChannel::noteWaiting(uint64_t round) {
+  if (!noteSends_.empty()) {
+    int done = 0;
+    MPI_Testall(static_cast<int>(noteSends_.size()), noteSends_.data(), &done, MPI_STATUSES_IGNORE);
+    if (done) {
+      noteSends_.clear();
+      noteValues_.clear();
+    }
+  }
+  noteValues_.push_back(round);
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    MPI_Request req;
+    if (MPI_Isend(&noteValues_.back(), 1, MPI_UINT64_T, r, kWaitingNoteTag, control_.get(), &req) ==
+        MPI_SUCCESS) {
+      noteSends_.push_back(req);
+    }
+  }
+}
+
+std::vector<int> MpiChannel::peersWaiting(uint64_t round) {
+  notedRound_.resize(static_cast<size_t>(size_), 0);
+  while (true) {
+    int flag = 0;
+    MPI_Message message;
+    MPI_Status status;
+    if (MPI_Improbe(MPI_ANY_SOURCE, kWaitingNoteTag, control_.get(), &flag, &message, &status) !=
+            MPI_SUCCESS ||
+        !flag) {
+      break;
+    }
+    uint64_t noted = 0;
+    if (MPI_Mrecv(&noted, 1, MPI_UINT64_T, &message, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
+    uint64_t& latest = notedRound_[static_cast<size_t>(status.MPI_SOURCE)];
+    latest = std::max(latest, noted);
+  }
+  std::vector<int> out;
+  for (int r = 0; r < size_; ++r) {
+    if (r != rank_ && notedRound_[static_cast<size_t>(r)] == round) out.push_back(r);
+  }
+  return out;
+}
+
 PendingPtr MpiChannel::allreduceBitsAnd(uint64_t* words, size_t count) {
   MPI_Comm c = control_.get();
   return startRequest("MPI_Iallreduce", [&](RequestsPending*, MPI_Request* r) {
@@ -327,6 +408,12 @@ PendingPtr MpiChannel::broadcastBytes(std::vector<uint8_t>* buf) {
 }
 
 PendingPtr MpiChannel::allreduce(void* buf, size_t count, DataType dtype, ReduceOp op) {
+  if (reducesInFloat32(dtype, op)) {
+    auto wide = widePool_->take(count);
+    wide->widen(buf, 0, count, dtype);
+    PendingPtr inner = allreduce(wide->data(), count, DataType::kFloat32, op);
+    return narrowWhenDone(std::move(inner), std::move(wide), 0, count, dtype, buf, widePool_);
+  }
   MPI_Comm c = data_.get();
   MPI_Datatype type = toMpiType(dtype);
   MPI_Op mpiOp = toMpiOp(op, dtype);
@@ -351,7 +438,20 @@ PendingPtr MpiChannel::allgatherv(const void* send, size_t sendBytes, void* recv
   auto p = std::make_unique<RequestsPending>();
   p->intArrays.resize(2);
   if (sendBytes > INT_MAX || !toIntCounts(recvBytes, &p->intArrays[0], &p->intArrays[1])) {
+#if MPI_VERSION >= 4
+    p->countArrays.resize(1);
+    p->displArrays.resize(1);
+    toLargeCounts(recvBytes, &p->countArrays[0], &p->displArrays[0]);
+    p->requests().push_back(MPI_REQUEST_NULL);
+    int rc =
+        MPI_Iallgatherv_c(send == nullptr ? MPI_IN_PLACE : send, static_cast<MPI_Count>(sendBytes),
+                          MPI_BYTE, recv, p->countArrays[0].data(), p->displArrays[0].data(),
+                          MPI_BYTE, data_.get(), &p->requests().back());
+    if (rc != MPI_SUCCESS) return finished(mpiError("MPI_Iallgatherv_c", rc));
+    return p;
+#else
     return finished(tooLarge("allgather"));
+#endif
   }
   p->requests().push_back(MPI_REQUEST_NULL);
   // A null send means in place: this rank's block already sits at its offset in recv.
@@ -386,7 +486,21 @@ PendingPtr MpiChannel::alltoallv(const void* send, const std::vector<size_t>& se
   p->intArrays.resize(4);
   auto& a = p->intArrays;
   if (!toIntCounts(sendBytes, &a[0], &a[1]) || !toIntCounts(recvBytes, &a[2], &a[3])) {
+#if MPI_VERSION >= 4
+    auto& c = p->countArrays;
+    auto& d = p->displArrays;
+    c.resize(2);
+    d.resize(2);
+    toLargeCounts(sendBytes, &c[0], &d[0]);
+    toLargeCounts(recvBytes, &c[1], &d[1]);
+    p->requests().push_back(MPI_REQUEST_NULL);
+    int rc = MPI_Ialltoallv_c(send, c[0].data(), d[0].data(), MPI_BYTE, recv, c[1].data(),
+                              d[1].data(), MPI_BYTE, data_.get(), &p->requests().back());
+    if (rc != MPI_SUCCESS) return finished(mpiError("MPI_Ialltoallv_c", rc));
+    return p;
+#else
     return finished(tooLarge("alltoall"));
+#endif
   }
   p->requests().push_back(MPI_REQUEST_NULL);
   int rc = MPI_Ialltoallv(send, a[0].data(), a[1].data(), MPI_BYTE, recv, a[2].data(),
@@ -398,10 +512,31 @@ PendingPtr MpiChannel::alltoallv(const void* send, const std::vector<size_t>& se
 PendingPtr MpiChannel::reduceScatter(const void* send, void* recv,
                                      const std::vector<size_t>& recvCounts, DataType dtype,
                                      ReduceOp op) {
+  if (reducesInFloat32(dtype, op)) {
+    // One buffer: the whole widened input, then this rank's widened block.
+    size_t total = 0;
+    for (size_t c : recvCounts) total += c;
+    const size_t mine = recvCounts[static_cast<size_t>(rank_)];
+    auto wide = widePool_->take(total + mine);
+    wide->widen(send, 0, total, dtype);
+    PendingPtr inner =
+        reduceScatter(wide->data(), wide->data() + total, recvCounts, DataType::kFloat32, op);
+    return narrowWhenDone(std::move(inner), std::move(wide), total, mine, dtype, recv, widePool_);
+  }
   auto p = std::make_unique<RequestsPending>();
   p->intArrays.resize(2);
   if (!toIntCounts(recvCounts, &p->intArrays[0], &p->intArrays[1])) {
+#if MPI_VERSION >= 4
+    p->countArrays.resize(1);
+    p->countArrays[0].assign(recvCounts.begin(), recvCounts.end());
+    p->requests().push_back(MPI_REQUEST_NULL);
+    int rc = MPI_Ireduce_scatter_c(send, recv, p->countArrays[0].data(), toMpiType(dtype),
+                                   toMpiOp(op, dtype), data_.get(), &p->requests().back());
+    if (rc != MPI_SUCCESS) return finished(mpiError("MPI_Ireduce_scatter_c", rc));
+    return p;
+#else
     return finished(tooLarge("reducescatter"));
+#endif
   }
   p->requests().push_back(MPI_REQUEST_NULL);
   int rc = MPI_Ireduce_scatter(send, recv, p->intArrays[0].data(), toMpiType(dtype),

@@ -5,6 +5,11 @@
 
 #include <mpi.h>
 
+#include <deque>
+#include <memory>
+
+#include "backends/mpi/mpi_widen.h"
+
 #include <memory>
 
 #include "backends/backend.h"
@@ -47,6 +52,11 @@ class MpiChannel final : public Channel {
   PendingPtr gatherBytes(std::vector<uint8_t> mine,
                          std::vector<std::vector<uint8_t>>* atRoot) override;
   PendingPtr broadcastBytes(std::vector<uint8_t>* buf) override;
+  bool tracksWaiting() const override { return true; }
+  size_t maxVectorCount() const override;
+  void noteWaiting(uint64_t round) override;
+  std::vector<int> peersWaiting(uint64_t round) override;
+  ~MpiChannel() override;
 
   PendingPtr allreduce(void* buf, size_t count, DataType dtype, ReduceOp op) override;
   PendingPtr allgatherv(const void* send, size_t sendBytes, void* recv,
@@ -64,8 +74,6 @@ class MpiChannel final : public Channel {
   void sendNotice(NoticeKind kind, Code code, const std::string& text) override;
   bool pollNotice(Notice* out) override;
 
-  ~MpiChannel() override;
-
  private:
   MpiChannel() = default;
   void postNoticeReceive();
@@ -82,6 +90,13 @@ class MpiChannel final : public Channel {
   uint64_t noticeId_ = 0;
   std::vector<uint8_t> noticeBuffer_;
   MPI_Request noticeReceive_ = MPI_REQUEST_NULL;
+  // Stall notes: sends in flight and their values (a deque keeps their addresses), and the
+  // latest round each peer noted.
+  std::vector<MPI_Request> noteSends_;
+  std::deque<uint64_t> noteValues_;
+  std::vector<uint64_t> notedRound_;
+  // Scratch float32 buffers of float16/bfloat16 sums (mpi_widen.h), reused across calls.
+  std::shared_ptr<WidePool> widePool_ = std::make_shared<WidePool>();
 };
 
 }  // namespace hcoll::backends::mpi

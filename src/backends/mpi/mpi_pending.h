@@ -21,6 +21,9 @@ class RequestsPending : public Pending {
   // Storage whose lifetime must cover the requests (counts, displacements, send copies).
   std::vector<std::vector<int>> intArrays;
   std::vector<std::vector<uint8_t>> byteArrays;
+  // MPI-4 large-count calls: counts and displacements.
+  std::vector<std::vector<MPI_Count>> countArrays;
+  std::vector<std::vector<MPI_Aint>> displArrays;
   bool poll(Status* status) override;
 
  private:

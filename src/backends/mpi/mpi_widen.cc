@@ -1,0 +1,90 @@
+#include "backends/mpi/mpi_widen.h"
+
+#include <cstdint>
+
+#include "runtime/half.h"
+
+namespace hcoll::backends::mpi {
+namespace {
+
+class NarrowingPending final : public Pending {
+ public:
+  NarrowingPending(PendingPtr inner, std::unique_ptr<WideBuffer> wide, size_t offset, size_t count,
+                   DataType dtype, void* dst, std::shared_ptr<WidePool> pool)
+      : pool_(std::move(pool)),
+        wide_(std::move(wide)),
+        inner_(std::move(inner)),
+        offset_(offset),
+        count_(count),
+        dtype_(dtype),
+        dst_(dst) {}
+  ~NarrowingPending() override {
+    // Abandoned (peers lost): MPI may still write into the buffer, as into any abandoned
+    // operation's buffers, so it is left allocated.
+    if (!done_ && wide_) wide_->leak();
+  }
+  bool poll(Status* status) override {
+    if (!inner_->poll(status)) return false;
+    done_ = true;
+    if (status->isOk()) wide_->narrow(offset_, count_, dtype_, dst_);
+    pool_->give(std::move(wide_));
+    return true;
+  }
+
+ private:
+  std::shared_ptr<WidePool> pool_;
+  std::unique_ptr<WideBuffer> wide_;  // declared before inner_: outlives it
+  PendingPtr inner_;
+  size_t offset_, count_;
+  DataType dtype_;
+  void* dst_;
+  bool done_ = false;
+};
+
+}  // namespace
+
+bool reducesInFloat32(DataType dtype, ReduceOp op) {
+  return (dtype == DataType::kFloat16 || dtype == DataType::kBfloat16) &&
+         (op == ReduceOp::kSum || op == ReduceOp::kAverage || op == ReduceOp::kProduct);
+}
+
+void WideBuffer::widen(const void* src, size_t offset, size_t count, DataType dtype) {
+  const auto* in = static_cast<const uint16_t*>(src);
+  float* out = values_.get() + offset;
+  if (dtype == DataType::kBfloat16) {
+    for (size_t i = 0; i < count; ++i) out[i] = bfloat16ToFloat(in[i]);
+  } else {
+    for (size_t i = 0; i < count; ++i) out[i] = halfToFloat(in[i]);
+  }
+}
+
+void WideBuffer::narrow(size_t offset, size_t count, DataType dtype, void* dst) const {
+  const float* in = values_.get() + offset;
+  auto* out = static_cast<uint16_t*>(dst);
+  if (dtype == DataType::kBfloat16) {
+    for (size_t i = 0; i < count; ++i) out[i] = floatToBfloat16(in[i]);
+  } else {
+    for (size_t i = 0; i < count; ++i) out[i] = floatToHalf(in[i]);
+  }
+}
+
+std::unique_ptr<WideBuffer> WidePool::take(size_t count) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (spare_ && spare_->capacity() >= count) return std::move(spare_);
+  spare_.reset();  // too small: replaced by the new one when that comes back
+  return std::make_unique<WideBuffer>(count);
+}
+
+void WidePool::give(std::unique_ptr<WideBuffer> buffer) {
+  if (!buffer || buffer->capacity() * sizeof(float) > kMaxPooledBytes) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!spare_ || spare_->capacity() < buffer->capacity()) spare_ = std::move(buffer);
+}
+
+PendingPtr narrowWhenDone(PendingPtr inner, std::unique_ptr<WideBuffer> wide, size_t offset,
+                          size_t count, DataType dtype, void* dst, std::shared_ptr<WidePool> pool) {
+  return std::make_unique<NarrowingPending>(std::move(inner), std::move(wide), offset, count, dtype,
+                                            dst, std::move(pool));
+}
+
+}  // namespace hcoll::backends::mpi
