@@ -221,22 +221,27 @@ PendingPtr MpiChannel::broadcastBytes(std::vector<uint8_t>* buf) {
   return std::make_unique<BroadcastBytesPending>(control_.get(), rank_, size_, buf);
 }
 
-PendingPtr MpiChannel::allreduce(void* buf, size_t count, DataType dtype, ReduceOp op) {
+PendingPtr MpiChannel::allreduce(const void* send, void* recv, size_t count, DataType dtype,
+                                 ReduceOp op) {
   MPI_Comm c = data_.get();
   MPI_Datatype type = toMpiType(dtype);
   MPI_Op mpiOp = toMpiOp(op, dtype);
-  auto startChunk = [=](void* p, size_t n) {
+  // A null send chunk means in place.
+  auto startChunk = [=](const void* from, void* to, size_t n) {
     return startRequest("MPI_Iallreduce", [&](RequestsPending*, MPI_Request* r) {
-      return MPI_Iallreduce(MPI_IN_PLACE, p, static_cast<int>(n), type, mpiOp, c, r);
+      return MPI_Iallreduce(from == nullptr ? MPI_IN_PLACE : from, to, static_cast<int>(n), type,
+                            mpiOp, c, r);
     });
   };
-  if (count <= kMaxChunkElements) return startChunk(buf, count);
+  if (count <= kMaxChunkElements) return startChunk(send, recv, count);
   std::vector<std::function<PendingPtr()>> steps;
   size_t elementSize = dataTypeSize(dtype);
   for (size_t offset = 0; offset < count; offset += kMaxChunkElements) {
-    void* p = static_cast<uint8_t*>(buf) + offset * elementSize;
+    const void* from =
+        send == nullptr ? nullptr : static_cast<const uint8_t*>(send) + offset * elementSize;
+    void* to = static_cast<uint8_t*>(recv) + offset * elementSize;
     size_t n = std::min(kMaxChunkElements, count - offset);
-    steps.push_back([=] { return startChunk(p, n); });
+    steps.push_back([=] { return startChunk(from, to, n); });
   }
   return std::make_unique<SequencePending>(std::move(steps));
 }
@@ -288,6 +293,16 @@ PendingPtr MpiChannel::alltoallv(const void* send, const std::vector<size_t>& se
                           a[3].data(), MPI_BYTE, data_.get(), &p->requests().back());
   if (rc != MPI_SUCCESS) return finished(mpiError("MPI_Ialltoallv", rc));
   return p;
+}
+
+PendingPtr MpiChannel::alltoall(const void* send, void* recv, size_t bytesPerRank, size_t ranks) {
+  // Beyond an int count, alltoallv's handling of large counts applies (same on every rank).
+  if (bytesPerRank > INT_MAX) return Channel::alltoall(send, recv, bytesPerRank, ranks);
+  MPI_Comm c = data_.get();
+  return startRequest("MPI_Ialltoall", [&](RequestsPending*, MPI_Request* r) {
+    return MPI_Ialltoall(send, static_cast<int>(bytesPerRank), MPI_BYTE, recv,
+                         static_cast<int>(bytesPerRank), MPI_BYTE, c, r);
+  });
 }
 
 PendingPtr MpiChannel::reduceScatter(const void* send, void* recv,
