@@ -7,6 +7,9 @@ Writes, for whatever the JSON holds:
   sweep_<collective>.png  algbw (GB/s) vs message size, one line per implementation (every
                           numeric key "<impl>_algbw" of the records sharing a name: hcoll, mpi)
   sweep.png               all collectives side by side
+  sweep_ratio.png         hcoll time / raw MPI time vs message size, one line per collective and
+                          output mode (records' "<mode>_ratio" keys, else "ratio"), with the
+                          1.1x and 1.5x target lines
   scenarios.png           bars of time per scenario: hcoll (grouped) vs its baseline (separate
                           calls / hand-packed MPI), from records with "<x>_us" keys
 The reader is deliberately lenient: records may be a top-level list or under "records", the
@@ -55,6 +58,23 @@ def sweep_series(records):
         for key in r:
             if key.endswith("_algbw") and number(r, key) is not None:
                 out[name][key[: -len("_algbw")]].append((size, number(r, key)))
+    return out
+
+
+def ratio_series(records):
+    """{"<collective> (<mode>)": [(size, ratio)]} from sweep records' *_ratio (or ratio) keys."""
+    out = collections.defaultdict(list)
+    for r in records:
+        size = number(r, "size")
+        if size is None or r.get("section", "sweep") not in ("sweep", None):
+            continue
+        name = str(r.get("name") or "collective")
+        keys = [k for k in r if k.endswith("_ratio") and number(r, k) is not None]
+        if not keys and number(r, "ratio") is not None:
+            keys = ["ratio"]
+        for key in keys:
+            mode = key[: -len("_ratio")] if key != "ratio" else ""
+            out[f"{name} ({mode})" if mode else name].append((size, number(r, key)))
     return out
 
 
@@ -116,6 +136,26 @@ def plot_all(records, meta, outdir):
         fig.suptitle("hcoll vs raw MPI" + suffix)
         fig.tight_layout()
         path = os.path.join(outdir, "sweep.png")
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        written.append(path)
+
+    ratios = ratio_series(records)
+    if ratios:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for label, points in sorted(ratios.items()):
+            points.sort()
+            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
+        for limit in (1.1, 1.5):
+            ax.axhline(limit, color="gray", linestyle="--", linewidth=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel("hcoll time / raw MPI time")
+        ax.set_title("ratio to raw MPI (same run)" + suffix)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        path = os.path.join(outdir, "sweep_ratio.png")
         fig.savefig(path, dpi=100)
         plt.close(fig)
         written.append(path)

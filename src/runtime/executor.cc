@@ -470,12 +470,17 @@ Status Executor::allreduceBatch(const Plane& plane, const std::vector<Item>& ite
 
   Scratch& scratch = *plane.scratch;
   uint8_t* buffer = nullptr;
+  const void* send = nullptr;  // null: reduce in place in `buffer`
   const bool direct = items.size() == 1 && items[0].op != nullptr;
-  if (direct) {  // reduce in the caller's output: no fusion copy
+  if (direct) {  // reduce into the caller's output: no fusion copy
     const Item& it = items[0];
     buffer = static_cast<uint8_t*>(it.op->outputs[it.member].data);
-    HCOLL_RETURN_IF_ERROR(
-        plane.memory->scaleCopy(buffer, it.input().data, total, dtype, spec.prescale));
+    if (spec.prescale == 1.0 && it.input().data != buffer) {
+      send = it.input().data;  // out of place: the backend reads the input (no copy pass)
+    } else {
+      HCOLL_RETURN_IF_ERROR(
+          plane.memory->scaleCopy(buffer, it.input().data, total, dtype, spec.prescale));
+    }
   } else {
     HCOLL_RETURN_IF_ERROR(
         scratch.allocate(plane.key, total * elementSize, config_.fusionThresholdBytes));
@@ -492,14 +497,19 @@ Status Executor::allreduceBatch(const Plane& plane, const std::vector<Item>& ite
       offset += it.elements();
     }
   }
-  HCOLL_RETURN_IF_ERROR(submitAndWait(plane.collectives->allreduce(buffer, total, dtype, spec.op),
-                                      total * elementSize, items.size()));
+  HCOLL_RETURN_IF_ERROR(
+      submitAndWait(plane.collectives->allreduce(send, buffer, total, dtype, spec.op),
+                    total * elementSize, items.size()));
   size_t offset = 0;
   for (const Item& it : items) {
     if (it.op) {
       void* out = it.op->outputs[it.member].data;
-      HCOLL_RETURN_IF_ERROR(plane.memory->scaleCopy(out, buffer + offset * elementSize,
-                                                    it.elements(), dtype, postscale));
+      const uint8_t* result = buffer + offset * elementSize;
+      // Skipped when the result already is the output, unscaled (no pass, no device launch).
+      if (out != result || postscale != 1.0) {
+        HCOLL_RETURN_IF_ERROR(
+            plane.memory->scaleCopy(out, result, it.elements(), dtype, postscale));
+      }
       if (dtype == DataType::kBool) {
         HCOLL_RETURN_IF_ERROR(plane.memory->normalizeBool(out, it.elements()));
       }
@@ -700,8 +710,13 @@ Status Executor::alltoall(const Response& r, LocalOp& op) {
   }
   size_t total = 0;
   for (size_t b : sendBytes) total += b;
+  // The whole matrix (the same on every rank) decides, so every rank takes the same path.
+  const bool even = std::all_of(r.splitMatrix.begin(), r.splitMatrix.end(),
+                                [&](int64_t v) { return v == r.splitMatrix[0]; });
   Status s = submitAndWait(
-      plane.collectives->alltoallv(op.inputs[0].data, sendBytes, out, recvBytes), total, 1);
+      even ? plane.collectives->alltoall(op.inputs[0].data, out, sendBytes[0], n)
+           : plane.collectives->alltoallv(op.inputs[0].data, sendBytes, out, recvBytes),
+      total, 1);
   Status ended = endPlane(plane, items);
   abortPlaneAfterFailure(plane.device, s.isOk() ? ended : s);
   if (!failure_.isOk()) {  // a step given up on may still write these

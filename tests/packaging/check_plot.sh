@@ -6,7 +6,7 @@ set -euo pipefail
 python=$1 plot=$2 sample=$3 out=$4
 rm -rf "$out"
 "$python" "$plot" "$sample" --out "$out"
-for f in sweep.png sweep_allreduce.png sweep_allgather.png scenarios.png; do
+for f in sweep.png sweep_allreduce.png sweep_allgather.png sweep_ratio.png scenarios.png; do
   [ -s "$out/$f" ] || { echo "FAIL: $out/$f missing"; exit 1; }
   [ "$(head -c 8 "$out/$f" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] \
     || { echo "FAIL: $out/$f is not a PNG"; exit 1; }

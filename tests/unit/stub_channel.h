@@ -32,7 +32,9 @@ class StubChannel : public hcoll::backends::Channel {
   hcoll::Status create(const std::vector<int32_t>&, std::unique_ptr<Channel>*) override {
     return result_;
   }
-  PendingPtr allreduce(void*, size_t, hcoll::DataType, hcoll::ReduceOp) override { return stub(); }
+  PendingPtr allreduce(const void*, void*, size_t, hcoll::DataType, hcoll::ReduceOp) override {
+    return stub();
+  }
   PendingPtr allgatherv(const void*, size_t, void*, const std::vector<size_t>&) override {
     return stub();
   }

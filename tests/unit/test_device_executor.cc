@@ -103,8 +103,8 @@ class FakePlane final : public DeviceCollectives {
     return std::make_unique<Fence>(s_);
   }
   void abort(const Status& why) override { s_.log.push_back("abort: " + why.message()); }
-  PendingPtr allreduce(void*, size_t count, DataType, ReduceOp) override {
-    s_.log.push_back("allreduce " + std::to_string(count));
+  PendingPtr allreduce(const void* send, void*, size_t count, DataType, ReduceOp) override {
+    s_.log.push_back("allreduce " + std::to_string(count) + (send ? " out of place" : ""));
     return finished();
   }
   PendingPtr allgatherv(const void*, size_t, void*, const std::vector<size_t>&) override {
@@ -182,7 +182,10 @@ struct Fixture {
   hcoll::runtime::CommStats stats;
   std::vector<std::pair<std::string, Status>> finishedOps;
   float data[2][4] = {{1, 2, 3, 4}, {5, 6, 7, 8}};
+  float outData[2][4] = {};
   int callerStream = 0;
+  int ops = 2;                  // how many allreduces the batch holds
+  bool distinctOutput = false;  // outputs in outData instead of aliasing the inputs
 
   Fixture() {
     hcoll::backends::setDeviceBackendForTesting(&backend);
@@ -202,7 +205,7 @@ struct Fixture {
         });
     hcoll::runtime::PendingOps pending;
     std::vector<hcoll::runtime::ResponsePtr> responses;
-    for (int k = 0; k < 2; ++k) {
+    for (int k = 0; k < ops; ++k) {
       auto op = std::make_unique<hcoll::runtime::LocalOp>();
       op->spec.name = k == 0 ? "a" : "b";
       op->spec.device = 0;
@@ -213,6 +216,7 @@ struct Fixture {
       t.device = 0;
       t.stream = &callerStream;
       op->inputs.push_back(t);
+      if (distinctOutput) t.data = outData[k];
       op->outputs.push_back(t);
       op->markers.push_back(std::make_unique<FakeMarker>(k + 1));
       op->request = std::make_shared<hcoll::runtime::Request>(nullptr);
@@ -246,6 +250,22 @@ TEST_CASE("Executor device path: markers, pack, collective, unpack, signal, then
   REQUIRE(f.finishedOps.size() == 2);
   for (auto& [name, s] : f.finishedOps) CHECK(s.isOk());
   CHECK(FusionAllocator::instance().stats().leasedNow == before.leasedNow);  // returned after
+}
+
+TEST_CASE("Executor device path: a lone out-of-place allreduce hands the input to the backend",
+          "[device]") {
+  Fixture f;
+  f.ops = 1;
+  f.distinctOutput = true;
+  const auto before = FusionAllocator::instance().stats();
+  f.runBatch();
+  // No copy into the output before the collective, and no unscaled copy after it.
+  const std::vector<std::string> expected{
+      "create", "wait 1", "allreduce 4 out of place",
+      "signal", "fence",  "fenced, leased " + std::to_string(before.leasedNow)};
+  CHECK(f.script.log == expected);
+  REQUIRE(f.finishedOps.size() == 1);
+  CHECK(f.finishedOps[0].second.isOk());
 }
 
 TEST_CASE("Executor device path: a failure before the collective still fences, then aborts",

@@ -58,12 +58,14 @@ class MpiChannel final : public Channel {
   std::vector<int> peersWaiting(uint64_t round) override;
   ~MpiChannel() override;
 
-  PendingPtr allreduce(void* buf, size_t count, DataType dtype, ReduceOp op) override;
+  PendingPtr allreduce(const void* send, void* recv, size_t count, DataType dtype,
+                       ReduceOp op) override;
   PendingPtr allgatherv(const void* send, size_t sendBytes, void* recv,
                         const std::vector<size_t>& recvBytes) override;
   PendingPtr broadcast(void* buf, size_t bytes, int root) override;
   PendingPtr alltoallv(const void* send, const std::vector<size_t>& sendBytes, void* recv,
                        const std::vector<size_t>& recvBytes) override;
+  PendingPtr alltoall(const void* send, void* recv, size_t bytesPerRank, size_t ranks) override;
   PendingPtr reduceScatter(const void* send, void* recv, const std::vector<size_t>& recvCounts,
                            DataType dtype, ReduceOp op) override;
   PendingPtr barrier() override;

@@ -185,7 +185,8 @@ PendingPtr NcclChannel::fence() {
   return order_->fence();
 }
 
-PendingPtr NcclChannel::allreduce(void* buf, size_t count, DataType dtype, ReduceOp op) {
+PendingPtr NcclChannel::allreduce(const void* send, void* recv, size_t count, DataType dtype,
+                                  ReduceOp op) {
   DeviceGuard guard(device_);
   Status s = ready(guard);
   if (!s.isOk() || count == 0) return finished(s);
@@ -193,8 +194,9 @@ PendingPtr NcclChannel::allreduce(void* buf, size_t count, DataType dtype, Reduc
   ncclRedOp_t redOp;
   s = toNccl(dtype, op, &type, &redOp);
   if (!s.isOk()) return finished(s);
-  return enqueued(ncclStatus(
-      ncclAllReduce(buf, buf, count, type, redOp, comm_.get(), stream_.get()), "ncclAllReduce"));
+  return enqueued(ncclStatus(ncclAllReduce(send == nullptr ? recv : send, recv, count, type, redOp,
+                                           comm_.get(), stream_.get()),
+                             "ncclAllReduce"));
 }
 
 PendingPtr NcclChannel::allgatherv(const void* send, size_t sendBytes, void* recv,

@@ -43,7 +43,8 @@ class NcclChannel final : public DeviceCollectives {
   PendingPtr fence() override;
   void abort(const Status& why) override;
 
-  PendingPtr allreduce(void* buf, size_t count, DataType dtype, ReduceOp op) override;
+  PendingPtr allreduce(const void* send, void* recv, size_t count, DataType dtype,
+                       ReduceOp op) override;
   PendingPtr allgatherv(const void* send, size_t sendBytes, void* recv,
                         const std::vector<size_t>& recvBytes) override;
   PendingPtr broadcast(void* buf, size_t bytes, int root) override;
