@@ -1,0 +1,321 @@
+"""DistributedOptimizer and the broadcast helpers (parameters, optimizer state, objects).
+
+Gradients are averaged while backward still runs: a hook on each parameter's gradient
+accumulator counts the parameter ready; in bucketed mode (bucket_bytes > 0) the parameters are cut
+into fixed buckets at construction (reverse registration order, which is roughly the order
+backward produces gradients), and a bucket whose every parameter is ready is submitted at once as
+ONE grouped allreduce named by its parameters. Since the name, not the submission order, matches
+operations across ranks, hooks may fire in any order on any rank. step() waits for what is in
+flight, submitting what never became ready (unused parameters contribute zeros).
+"""
+
+import contextlib
+import ctypes
+import pickle
+import warnings
+
+import torch
+
+from .. import _lib
+from . import _core
+from . import mpi_ops as ops
+from .compression import Compression
+
+DEFAULT_BUCKET_BYTES = 25 * 1024 * 1024  # as torch DDP's bucket_cap_mb
+
+
+class _Bucket:
+    """Parameters submitted together. The descriptor array is rebuilt only when a gradient
+    tensor was replaced (zero_grad(set_to_none=True), compression), so the common step reuses it."""
+
+    __slots__ = ("params", "name", "ready", "handle", "ptrs", "descs", "work", "ctxs")
+
+    def __init__(self, params, names):
+        self.params = params
+        first, last = names[0], names[-1]
+        self.name = (f"grads[{first}]" if len(params) == 1
+                     else f"grads[{first}..{last}]#{len(params)}").encode()
+        self.ready = 0
+        self.handle = None
+        self.ptrs = None
+        self.descs = None
+        self.work = None
+        self.ctxs = None
+
+
+class _DistributedOptimizer(torch.optim.Optimizer):
+    def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
+                 process_set, bucket_bytes, gradient_predivide_factor):
+        super(self.__class__, self).__init__(params)
+        self._compression = compression
+        self._passes = int(backward_passes_per_step)
+        if self._passes < 1:
+            raise ValueError("backward_passes_per_step must be >= 1")
+        self._op = op
+        self._pre, self._post = 1.0, 1.0
+        if gradient_predivide_factor != 1.0:
+            if op != ops.Average:
+                raise ValueError("gradient_predivide_factor needs op=Average")
+            self._pre, self._post = 1.0 / gradient_predivide_factor, gradient_predivide_factor
+        self._comm = _core.resolve(process_set)
+
+        all_params = [p for g in self.param_groups for p in g["params"]]
+        if named_parameters is not None:
+            named = list(named_parameters)
+            if any(not isinstance(n, tuple) or len(n) != 2 for n in named):
+                raise ValueError("named_parameters must be (name, parameter) tuples, as from "
+                                 "model.named_parameters()")
+            names = [n for n, _ in named]
+            if len(set(names)) != len(names):
+                raise ValueError("named_parameters has duplicate names")
+            self._names = {p: n for n, p in named}
+            unnamed = [p for p in all_params if p not in self._names]
+            if unnamed:
+                raise ValueError(f"{len(unnamed)} optimizer parameters are not in "
+                                 "named_parameters")
+        else:
+            self._names = {p: f"allreduce.noname.{i}.{j}"
+                           for i, g in enumerate(self.param_groups)
+                           for j, p in enumerate(g["params"])}
+        self._params = [p for p in all_params if p.requires_grad]
+        self._delay = {p: self._passes for p in self._params}
+        self._handles = {}          # per-parameter mode: p -> Handle
+        self._slots = {}            # per-parameter mode: p -> (grad ptr, descriptor pointer)
+        self._buckets = []
+        self._bucket_of = {}
+        if bucket_bytes and bucket_bytes > 0:
+            self._make_buckets(int(bucket_bytes))
+        self._synchronized = False
+        self._should_synchronize = True
+        self._grad_accs = []
+        self._register_hooks()
+
+    # -- setup -----------------------------------------------------------------------------------
+
+    def _make_buckets(self, cap):
+        current, size = [], 0
+        for p in reversed(self._params):
+            nbytes = p.numel() * p.element_size()
+            if current and size + nbytes > cap:
+                self._add_bucket(current)
+                current, size = [], 0
+            current.append(p)
+            size += nbytes
+        if current:
+            self._add_bucket(current)
+
+    def _add_bucket(self, params):
+        b = _Bucket(params, [self._names[p] for p in params])
+        self._buckets.append(b)
+        for p in params:
+            self._bucket_of[p] = b
+
+    def _register_hooks(self):
+        for p in self._params:
+            # The AccumulateGrad node runs after p.grad holds the accumulated gradient.
+            acc = p.expand_as(p).grad_fn.next_functions[0][0]
+            acc.register_hook(self._make_hook(p))
+            self._grad_accs.append(acc)
+
+    def _make_hook(self, p):
+        def hook(*_):
+            if self._delay[p] <= 0:
+                raise AssertionError(
+                    "gradients were computed more than backward_passes_per_step times before "
+                    "step(); increase backward_passes_per_step to accumulate them locally")
+            self._delay[p] -= 1
+            if self._delay[p] == 0:
+                b = self._bucket_of.get(p)
+                if b is None:
+                    self._handles[p] = self._submit_one(p)
+                else:
+                    b.ready += 1
+                    if b.ready == len(b.params):
+                        self._submit_bucket(b)
+        return hook
+
+    # -- submission (the fast path: cached descriptors, one C call) -----------------------------
+
+    def _grad(self, p):
+        if p.grad is None:  # unused on this rank: it still has to contribute to the group
+            p.grad = torch.zeros_like(p, memory_format=torch.contiguous_format)
+        return p.grad
+
+    def _submit_one(self, p):
+        """Returns (handle, compressed tensor or None, compression context)."""
+        g = self._grad(p)
+        name = self._names[p].encode()
+        if self._compression is not Compression.none:
+            work, ctx = self._compression.compress(g)
+            work = work.contiguous()
+            ptr = ctypes.pointer(_core.describe(work))
+            h = _core.submit(_core.lib.hcoll_allreduce, self._comm,
+                             (name, ptr, ptr, self._op, self._pre, self._post), (work, ptr), None)
+            return h, work, ctx
+        slot = self._slots.get(p)
+        if slot is None or slot[0] != g.data_ptr():
+            if not g.is_contiguous():
+                p.grad = g = g.contiguous()
+            slot = self._slots[p] = (g.data_ptr(), ctypes.pointer(_core.describe(g)), name)
+        ptr = slot[1]
+        h = _core.submit(_core.lib.hcoll_allreduce, self._comm,
+                         (slot[2], ptr, ptr, self._op, self._pre, self._post), (g, slot), None)
+        return h, None, None
+
+    def _submit_bucket(self, b):
+        grads = [self._grad(p) for p in b.params]
+        if self._compression is not Compression.none:
+            pairs = [self._compression.compress(g) for g in grads]
+            b.work = [w.contiguous() for w, _ in pairs]
+            b.ctxs = [c for _, c in pairs]
+            b.descs = _core.describe_all(b.work)
+            keep = b.work
+        else:
+            if [g.data_ptr() for g in grads] != b.ptrs:
+                for p, g in zip(b.params, grads):
+                    if not g.is_contiguous():
+                        p.grad = g.contiguous()
+                grads = [p.grad for p in b.params]
+                b.ptrs = [g.data_ptr() for g in grads]
+                b.descs = _core.describe_all(grads)
+            keep = grads
+        b.handle = _core.submit(_core.lib.hcoll_grouped_allreduce, self._comm,
+                                (b.name, len(b.params), b.descs, b.descs, self._op, self._pre,
+                                 self._post), (keep, b.descs), None)
+
+    # -- Horovod's optimizer interface -----------------------------------------------------------
+
+    def synchronize(self):
+        """Submits what is not in flight yet, waits for everything and puts the averaged
+        gradients into p.grad."""
+        for p in self._params:
+            if p not in self._bucket_of and p not in self._handles:
+                self._handles[p] = self._submit_one(p)
+        for b in self._buckets:
+            if b.handle is None:
+                self._submit_bucket(b)
+        decompress = self._compression.decompress
+        try:
+            for p, (h, work, ctx) in self._handles.items():
+                _core.synchronize(h)
+                if work is not None:
+                    p.grad.copy_(decompress(work, ctx))
+            for b in self._buckets:
+                _core.synchronize(b.handle)
+                if b.ctxs is not None:
+                    for p, w, c in zip(b.params, b.work, b.ctxs):
+                        p.grad.copy_(decompress(w, c))
+        finally:
+            # On failure the handles not waited for are dropped: each is freed once its
+            # operation ended, its tensors referenced until then.
+            self._handles.clear()
+            for b in self._buckets:
+                b.handle = None
+                b.ready = 0
+            for p in self._params:
+                self._delay[p] = self._passes
+        self._synchronized = True
+
+    @contextlib.contextmanager
+    def skip_synchronize(self):
+        """For step() after an explicit synchronize() (e.g. to clip the averaged gradients)."""
+        self._should_synchronize = False
+        try:
+            yield
+        finally:
+            self._should_synchronize = True
+
+    def step(self, closure=None):
+        if self._should_synchronize:
+            if self._synchronized:
+                warnings.warn("optimizer.step() called without optimizer.skip_synchronize() "
+                              "after optimizer.synchronize(): the gradients are averaged again")
+            self.synchronize()
+        self._synchronized = False
+        return super(self.__class__, self).step(closure)
+
+    def zero_grad(self, *args, **kwargs):
+        if self._handles or any(b.handle is not None for b in self._buckets):
+            raise AssertionError("optimizer.zero_grad() was called after loss.backward() but "
+                                 "before optimizer.step() or optimizer.synchronize()")
+        return super(self.__class__, self).zero_grad(*args, **kwargs)
+
+
+def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
+                         backward_passes_per_step=1, op=ops.Average, comm=None,
+                         bucket_bytes=DEFAULT_BUCKET_BYTES, gradient_predivide_factor=1.0,
+                         process_set=None):
+    """Wraps `optimizer` so that step() applies gradients averaged (op) over the process set.
+
+    bucket_bytes: gradients are submitted in grouped allreduces of about this many bytes (one
+    per bucket, as soon as the bucket is complete); 0 = one allreduce per parameter, submitted
+    from its hook. Gradients accumulate locally over backward_passes_per_step backward passes
+    (summed, as in Horovod) before they are averaged. The returned object is an instance of a
+    subclass of optimizer's class, built on its param_groups."""
+    cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
+               dict(_DistributedOptimizer.__dict__))
+    return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
+               op, process_set if process_set is not None else comm, bucket_bytes,
+               gradient_predivide_factor)
+
+
+# ------------------------------------------------------------------------------------------------
+# Broadcast helpers
+# ------------------------------------------------------------------------------------------------
+
+def broadcast_parameters(params, root_rank, process_set=None):
+    """Replaces every tensor of `params` (a state_dict, model.named_parameters(), or a list of
+    (name, tensor)) with root_rank's, in ONE grouped broadcast (sorted by name for dicts)."""
+    if isinstance(params, dict):
+        items = sorted(params.items())
+    else:
+        items = list(params)
+        if any(not isinstance(i, tuple) or len(i) != 2 for i in items):
+            raise ValueError("params must be a dict or a list of (name, tensor) tuples")
+    tensors = [t for _, t in items if t is not None]
+    if not tensors:
+        return
+    with torch.no_grad():
+        ops.grouped_broadcast_(tensors, root_rank, "broadcast_parameters", process_set)
+
+
+def broadcast_object(obj, root_rank=0, name=None, process_set=None):
+    """root_rank's `obj` (pickled) on every rank; the root gets its own object back."""
+    name = name or "broadcast_object"
+    root = _core.comm_rank(process_set) == root_rank
+    if root:
+        payload = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        size = torch.tensor([len(payload)], dtype=torch.int64)
+    else:
+        size = torch.zeros(1, dtype=torch.int64)
+    ops.broadcast_(size, root_rank, name + ".size", process_set)
+    if root:
+        data = torch.frombuffer(bytearray(payload), dtype=torch.uint8)
+    else:
+        data = torch.empty(int(size[0]), dtype=torch.uint8)
+    ops.broadcast_(data, root_rank, name + ".data", process_set)
+    return obj if root else pickle.loads(data.numpy().tobytes())
+
+
+def allgather_object(obj, name=None, process_set=None):
+    """Every rank's `obj` (pickled), in rank order."""
+    name = name or "allgather_object"
+    data = torch.frombuffer(bytearray(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)),
+                            dtype=torch.uint8)
+    sizes = ops.allgather(torch.tensor([data.numel()], dtype=torch.int64), name + ".size",
+                          process_set)
+    gathered = ops.allgather(data, name + ".data", process_set)
+    out, at = [], 0
+    for n in sizes.tolist():
+        out.append(pickle.loads(gathered[at:at + n].numpy().tobytes()))
+        at += n
+    return out
+
+
+def broadcast_optimizer_state(optimizer, root_rank, process_set=None):
+    """Loads root_rank's optimizer state (per-parameter state and hyperparameters such as the
+    learning rate) into `optimizer` on every rank."""
+    state = broadcast_object(optimizer.state_dict(), root_rank, "broadcast_optimizer_state",
+                             process_set)
+    if _core.comm_rank(process_set) != root_rank:
+        optimizer.load_state_dict(state)
