@@ -60,6 +60,26 @@ def describe(t):
     return _lib.Tensor(data, dtype, len(shape), _shape_array(shape), _lib.DEVICE_HOST, None)
 
 
+# Descriptors of recently used tensors, keyed by what a descriptor holds (address, shape, dtype,
+# device), so a tensor submitted again (a gradient every step, a buffer) costs one dict lookup.
+# A stale entry is harmless: a new tensor with the same key gets the same, correct descriptor.
+_descs = {}
+_MAX_DESCS = 4096
+
+
+def describe_cached(t):
+    """ctypes pointer to a (shared, read-only) descriptor of contiguous CPU tensor `t`."""
+    key = (t.data_ptr(), t.shape, t.dtype)
+    p = _descs.get(key)
+    if p is None:
+        if t.is_cuda:  # the stream is current-state: never cached
+            return ctypes.pointer(describe(t))
+        if len(_descs) >= _MAX_DESCS:
+            _descs.clear()
+        p = _descs[key] = ctypes.pointer(describe(t))
+    return p
+
+
 def describe_all(ts):
     return (_lib.Tensor * max(len(ts), 1))(*[describe(t) for t in ts])
 
@@ -204,12 +224,13 @@ class Handle:
     the completed request into the result. A handle dropped unsynchronized is freed once its
     operation completed (its tensors stay referenced until then)."""
 
-    __slots__ = ("req", "keep", "finish")
+    __slots__ = ("req", "keep", "finish", "result")
 
-    def __init__(self, req, keep, finish):
+    def __init__(self, req, keep, finish, result=None):
         self.req = req
         self.keep = keep
-        self.finish = finish
+        self.finish = finish  # None: the result is `result` as it is
+        self.result = result
 
     def __del__(self):
         req = self.req
@@ -248,7 +269,7 @@ def synchronize(handle):
         raise ValueError("handle was already synchronized")
     try:
         wait(req)
-        return handle.finish(req) if handle.finish is not None else None
+        return handle.finish(req) if handle.finish is not None else handle.result
     finally:
         handle.req = None
         handle.keep = None
@@ -315,7 +336,7 @@ def received_splits(req, i=0):
     return [p[k] for k in range(n.value)]
 
 
-def submit(fn, comm_handle, args, keep, finish):
+def submit(fn, comm_handle, args, keep, finish, result=None):
     """Calls one collective entry point and wraps its request. Synchronous errors raise."""
     if _api._orphans:
         _api._reap_orphans()
@@ -323,4 +344,4 @@ def submit(fn, comm_handle, args, keep, finish):
     s = fn(comm_handle, *args, ctypes.byref(req))
     if s < 0:
         _check(s)
-    return Handle(req.value, keep, finish)
+    return Handle(req.value, keep, finish, result)

@@ -12,7 +12,7 @@ import torch
 
 from .. import _lib
 from . import _core
-from ._core import describe, describe_all, lib, resolve, submit, synchronize
+from ._core import describe, describe_all, describe_cached, lib, resolve, submit, synchronize
 
 Average = _lib.AVERAGE
 Sum = _lib.SUM
@@ -53,20 +53,21 @@ def _copy_back(dsts, srcs):
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                      postscale_factor=1.0, process_set=None):
-    """In place; synchronize() returns `tensor`. The fast path: one descriptor, one C call."""
-    op = _op(average, op)
+    """In place; synchronize() returns `tensor`. The fast path: a cached descriptor, one C
+    call, nothing checked here that libhcoll checks."""
+    if op is None or average is not None:
+        op = _op(average, op)
     h = resolve(process_set)
-    work = tensor if tensor.is_contiguous() else tensor.contiguous()
+    if tensor.is_contiguous():
+        d = describe_cached(tensor)
+        return submit(lib.hcoll_allreduce, h,
+                      (None if name is None else name.encode(), d, d, op, prescale_factor,
+                       postscale_factor), tensor, None, tensor)
+    work = tensor.contiguous()
     d = describe(work)
-    if work is tensor:
-        def finish(req):
-            return tensor
-    else:
-        def finish(req):
-            return tensor.copy_(work)
     return submit(lib.hcoll_allreduce, h,
                   (_name(name), _byref(d), _byref(d), op, prescale_factor, postscale_factor),
-                  (work, d), finish)
+                  (work, d), lambda req: tensor.copy_(work))
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
