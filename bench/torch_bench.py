@@ -22,6 +22,7 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 
 import torch
@@ -195,7 +196,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=6, help="alternations of hcoll and gloo blocks")
     ap.add_argument("--steps", type=int, default=20, help="steps per block")
     ap.add_argument("--batch", type=int, default=32, help="rows per rank")
-    ap.add_argument("--port", type=int, default=29517)
+    ap.add_argument("--port", type=int, default=0,
+                    help="gloo rendezvous TCP port on 127.0.0.1 (0: a file store in $TMPDIR)")
     ap.add_argument("--quick", action="store_true", help="2 rounds of 5 steps (a smoke run)")
     args = ap.parse_args()
     if args.quick:
@@ -204,8 +206,17 @@ def main():
     hvd.init()
     torch.set_num_threads(1)  # ranks share the cores; the same for both sides
     rank, size = hvd.rank(), hvd.size()
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.port}", rank=rank,
-                            world_size=size)
+    if args.port:
+        init_method = f"tcp://127.0.0.1:{args.port}"
+    else:  # a fresh file store, named by rank 0: concurrent runs never collide on a port
+        path = None
+        if rank == 0:
+            fd, path = tempfile.mkstemp(prefix="torch_bench_gloo.")
+            os.close(fd)
+            os.unlink(path)
+        path = hvd.broadcast_object(path, root_rank=0)
+        init_method = f"file://{path}"
+    dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=size)
     scenarios = build(args)
     for s in scenarios:  # warm up both sides (DDP buckets, hcoll's response cache)
         for _ in range(3):
