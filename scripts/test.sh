@@ -35,7 +35,7 @@ cmake -S . -B build-test -DHCOLL_MPI=mpich -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build build-test -j"$jobs"
 require_tests build-test python.numpy.np2 python.torch_errors.np2 examples.syncbn.np2 bench.plot \
   bench.plot_quick python.torch_api.np2 python.torch_optimizer.np2 python.torch_syncbn.np3 \
-  examples.torch_train.np2
+  examples.torch_train.np2 bench.torch_quick.np2
 ctest --test-dir build-test --output-on-failure --timeout 300
 
 echo "== Open MPI build: Python binding with mpi4py"
