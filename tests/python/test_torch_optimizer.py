@@ -115,6 +115,40 @@ def test_fp16_compression():
     check(*train(compression=hvd.Compression.fp16, bucket_bytes=0), 5e-3, "fp16 per-parameter")
 
 
+class TwoBranch(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(3, 3)
+        self.b = nn.Linear(3, 3)
+
+    def forward(self, x, flip):
+        # The same function either way; the order of the terms decides the order in which
+        # backward reaches a's and b's parameters (flip=False: b first; flip=True: a first).
+        return (2 * self.b(x) + self.a(x)) if flip else (self.a(x) + 2 * self.b(x))
+
+
+def test_hooks_in_different_orders_on_different_ranks():
+    for bucket_bytes in (0, 1):  # per parameter; one bucket per parameter
+        torch.manual_seed(0)
+        ref = TwoBranch().double()
+        dist = copy.deepcopy(ref)
+        ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+        opt = hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.1),
+                                       named_parameters=dist.named_parameters(),
+                                       bucket_bytes=bucket_bytes)
+        for step in range(3):
+            g = torch.Generator().manual_seed(step)
+            x = torch.randn(N * 2, 3, generator=g, dtype=torch.float64)
+            ref_opt.zero_grad()
+            ref(x, False).pow(2).mean().backward()
+            ref_opt.step()
+            opt.zero_grad()
+            dist(x[2 * R:2 * R + 2], R % 2 == 1).pow(2).mean().backward()
+            opt.step()
+        for (k, want), got in zip(ref.state_dict().items(), dist.state_dict().values()):
+            assert (got - want).abs().max().item() <= 1e-12, (bucket_bytes, k)
+
+
 def test_synchronize_then_skip():
     model = make_model()
     opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
