@@ -43,7 +43,7 @@ cmake -S . -B build-test-openmpi -DHCOLL_MPI=openmpi -DHCOLL_BUILD_BENCH=OFF -DH
       -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build build-test-openmpi -j"$jobs" --target hcoll
 require_tests build-test-openmpi python.numpy.np2 python.torch_errors.np2 examples.syncbn.np2 \
-  python.mpi4py.np2
+  python.mpi4py.np2 python.torch_mpi4py.np2
 # As root (CI) Open MPI needs --allow-run-as-root --oversubscribe: the build passes them. In
 # containers its shared-memory transport cannot use CMA (ptrace), so it is told to copy instead.
 OMPI_MCA_btl_vader_single_copy_mechanism=none \
