@@ -44,14 +44,21 @@ def size(process_set=None):
     return _comm_size(process_set)
 
 
+def _or_global(process_set):
+    ps = process_set if process_set is not None else global_process_set()
+    if ps is None:
+        raise ValueError("hcoll.torch is not initialized: call hcoll.torch.init() first")
+    return ps
+
+
 def local_rank(process_set=None):
-    return (process_set or global_process_set()).local_rank() if process_set is None or \
-        isinstance(process_set, ProcessSet) else process_set.local_rank
+    ps = _or_global(process_set)
+    return ps.local_rank() if isinstance(ps, ProcessSet) else ps.local_rank
 
 
 def local_size(process_set=None):
-    return (process_set or global_process_set()).local_size() if process_set is None or \
-        isinstance(process_set, ProcessSet) else process_set.local_size
+    ps = _or_global(process_set)
+    return ps.local_size() if isinstance(ps, ProcessSet) else ps.local_size
 
 
 def nccl_built():

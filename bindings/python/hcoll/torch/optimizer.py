@@ -24,6 +24,24 @@ from .compression import Compression
 DEFAULT_BUCKET_BYTES = 25 * 1024 * 1024  # as torch DDP's bucket_cap_mb
 
 
+class _Param:
+    """One parameter's state, captured by its hook (no dict lookups keyed by tensors, whose
+    __hash__ is Python code, on the per-gradient path)."""
+
+    __slots__ = ("p", "name", "delay", "bucket", "handle", "work", "ctx", "ptr", "desc")
+
+    def __init__(self, p, name, delay):
+        self.p = p
+        self.name = name.encode()
+        self.delay = delay
+        self.bucket = None
+        self.handle = None  # per-parameter mode: the allreduce in flight
+        self.work = None    # its compressed tensor, if any
+        self.ctx = None
+        self.ptr = None     # cached descriptor: valid while p.grad's address is `ptr`
+        self.desc = None
+
+
 class _Bucket:
     """Parameters submitted together. The descriptor array is rebuilt only when a gradient
     tensor was replaced (zero_grad(set_to_none=True), compression), so the common step reuses it."""
@@ -31,7 +49,7 @@ class _Bucket:
     __slots__ = ("params", "name", "ready", "handle", "ptrs", "descs", "work", "ctxs")
 
     def __init__(self, params, names):
-        self.params = params
+        self.params = params  # _Param objects
         first, last = names[0], names[-1]
         self.name = (f"grads[{first}]" if len(params) == 1
                      else f"grads[{first}..{last}]#{len(params)}").encode()
@@ -48,6 +66,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                  process_set, bucket_bytes, gradient_predivide_factor):
         super(self.__class__, self).__init__(params)
         self._compression = compression
+        self._compressed = compression is not Compression.none
         self._passes = int(backward_passes_per_step)
         if self._passes < 1:
             raise ValueError("backward_passes_per_step must be >= 1")
@@ -68,21 +87,18 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             names = [n for n, _ in named]
             if len(set(names)) != len(names):
                 raise ValueError("named_parameters has duplicate names")
-            self._names = {p: n for n, p in named}
-            unnamed = [p for p in all_params if p not in self._names]
+            by_param = {p: n for n, p in named}
+            unnamed = [p for p in all_params if p not in by_param]
             if unnamed:
                 raise ValueError(f"{len(unnamed)} optimizer parameters are not in "
                                  "named_parameters")
         else:
-            self._names = {p: f"allreduce.noname.{i}.{j}"
-                           for i, g in enumerate(self.param_groups)
-                           for j, p in enumerate(g["params"])}
-        self._params = [p for p in all_params if p.requires_grad]
-        self._delay = {p: self._passes for p in self._params}
-        self._handles = {}          # per-parameter mode: p -> Handle
-        self._slots = {}            # per-parameter mode: p -> (grad ptr, descriptor pointer)
+            by_param = {p: f"allreduce.noname.{i}.{j}"
+                        for i, g in enumerate(self.param_groups)
+                        for j, p in enumerate(g["params"])}
+        self._states = [_Param(p, by_param[p], self._passes)
+                        for p in all_params if p.requires_grad]
         self._buckets = []
-        self._bucket_of = {}
         if bucket_bytes and bucket_bytes > 0:
             self._make_buckets(int(bucket_bytes))
         self._synchronized = False
@@ -94,40 +110,40 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _make_buckets(self, cap):
         current, size = [], 0
-        for p in reversed(self._params):
-            nbytes = p.numel() * p.element_size()
+        for st in reversed(self._states):
+            nbytes = st.p.numel() * st.p.element_size()
             if current and size + nbytes > cap:
                 self._add_bucket(current)
                 current, size = [], 0
-            current.append(p)
+            current.append(st)
             size += nbytes
         if current:
             self._add_bucket(current)
 
-    def _add_bucket(self, params):
-        b = _Bucket(params, [self._names[p] for p in params])
+    def _add_bucket(self, states):
+        b = _Bucket(states, [st.name.decode() for st in states])
         self._buckets.append(b)
-        for p in params:
-            self._bucket_of[p] = b
+        for st in states:
+            st.bucket = b
 
     def _register_hooks(self):
-        for p in self._params:
+        for st in self._states:
             # The AccumulateGrad node runs after p.grad holds the accumulated gradient.
-            acc = p.expand_as(p).grad_fn.next_functions[0][0]
-            acc.register_hook(self._make_hook(p))
+            acc = st.p.expand_as(st.p).grad_fn.next_functions[0][0]
+            acc.register_hook(self._make_hook(st))
             self._grad_accs.append(acc)
 
-    def _make_hook(self, p):
+    def _make_hook(self, st):
         def hook(*_):
-            if self._delay[p] <= 0:
+            if st.delay <= 0:
                 raise AssertionError(
                     "gradients were computed more than backward_passes_per_step times before "
                     "step(); increase backward_passes_per_step to accumulate them locally")
-            self._delay[p] -= 1
-            if self._delay[p] == 0:
-                b = self._bucket_of.get(p)
+            st.delay -= 1
+            if st.delay == 0:
+                b = st.bucket
                 if b is None:
-                    self._handles[p] = self._submit_one(p)
+                    self._submit_one(st)
                 else:
                     b.ready += 1
                     if b.ready == len(b.params):
@@ -136,46 +152,46 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     # -- submission (the fast path: cached descriptors, one C call) -----------------------------
 
-    def _grad(self, p):
+    @staticmethod
+    def _grad(st):
+        p = st.p
         if p.grad is None:  # unused on this rank: it still has to contribute to the group
             p.grad = torch.zeros_like(p, memory_format=torch.contiguous_format)
         return p.grad
 
-    def _submit_one(self, p):
-        """Returns (handle, compressed tensor or None, compression context)."""
-        g = self._grad(p)
-        name = self._names[p].encode()
-        if self._compression is not Compression.none:
-            work, ctx = self._compression.compress(g)
-            work = work.contiguous()
-            ptr = ctypes.pointer(_core.describe(work))
-            h = _core.submit(_core.lib.hcoll_allreduce, self._comm,
-                             (name, ptr, ptr, self._op, self._pre, self._post), (work, ptr), None)
-            return h, work, ctx
-        slot = self._slots.get(p)
-        if slot is None or slot[0] != g.data_ptr():
-            if not g.is_contiguous():
-                p.grad = g = g.contiguous()
-            slot = self._slots[p] = (g.data_ptr(), ctypes.pointer(_core.describe(g)), name)
-        ptr = slot[1]
-        h = _core.submit(_core.lib.hcoll_allreduce, self._comm,
-                         (slot[2], ptr, ptr, self._op, self._pre, self._post), (g, slot), None)
-        return h, None, None
+    def _submit_one(self, st):
+        g = self._grad(st)
+        if self._compressed:
+            work, st.ctx = self._compression.compress(g)
+            st.work = work = work.contiguous()
+            d = ctypes.pointer(_core.describe(work))
+            keep = (work, d)
+        else:
+            # CUDA descriptors carry the current stream, so they are never reused.
+            if st.ptr != g.data_ptr() or g.is_cuda:
+                if not g.is_contiguous():
+                    st.p.grad = g = g.contiguous()
+                st.ptr = g.data_ptr()
+                st.desc = ctypes.pointer(_core.describe(g))
+            d = st.desc
+            keep = (g, d)
+        st.handle = _core.submit(_core.lib.hcoll_allreduce, self._comm,
+                                 (st.name, d, d, self._op, self._pre, self._post), keep, None)
 
     def _submit_bucket(self, b):
-        grads = [self._grad(p) for p in b.params]
-        if self._compression is not Compression.none:
+        grads = [self._grad(st) for st in b.params]
+        if self._compressed:
             pairs = [self._compression.compress(g) for g in grads]
             b.work = [w.contiguous() for w, _ in pairs]
             b.ctxs = [c for _, c in pairs]
             b.descs = _core.describe_all(b.work)
             keep = b.work
         else:
-            if [g.data_ptr() for g in grads] != b.ptrs:
-                for p, g in zip(b.params, grads):
+            if [g.data_ptr() for g in grads] != b.ptrs or grads[0].is_cuda:
+                for st, g in zip(b.params, grads):
                     if not g.is_contiguous():
-                        p.grad = g.contiguous()
-                grads = [p.grad for p in b.params]
+                        st.p.grad = g.contiguous()
+                grads = [st.p.grad for st in b.params]
                 b.ptrs = [g.data_ptr() for g in grads]
                 b.descs = _core.describe_all(grads)
             keep = grads
@@ -185,35 +201,46 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     # -- Horovod's optimizer interface -----------------------------------------------------------
 
+    def _in_flight(self):
+        return (any(st.handle is not None for st in self._states)
+                or any(b.handle is not None for b in self._buckets))
+
     def synchronize(self):
         """Submits what is not in flight yet, waits for everything and puts the averaged
         gradients into p.grad."""
-        for p in self._params:
-            if p not in self._bucket_of and p not in self._handles:
-                self._handles[p] = self._submit_one(p)
+        for st in self._states:
+            if st.bucket is None and st.handle is None:
+                self._submit_one(st)
         for b in self._buckets:
             if b.handle is None:
                 self._submit_bucket(b)
         decompress = self._compression.decompress
         try:
-            for p, (h, work, ctx) in self._handles.items():
-                _core.synchronize(h)
-                if work is not None:
-                    p.grad.copy_(decompress(work, ctx))
+            for st in self._states:
+                if st.handle is not None:
+                    h, st.handle = st.handle, None
+                    _core.synchronize(h)
+                    if st.work is not None:
+                        st.p.grad.copy_(decompress(st.work, st.ctx))
+                        st.work = st.ctx = None
             for b in self._buckets:
-                _core.synchronize(b.handle)
+                h, b.handle = b.handle, None
+                _core.synchronize(h)
                 if b.ctxs is not None:
-                    for p, w, c in zip(b.params, b.work, b.ctxs):
-                        p.grad.copy_(decompress(w, c))
+                    for st, w, c in zip(b.params, b.work, b.ctxs):
+                        st.p.grad.copy_(decompress(w, c))
+                    b.work = b.ctxs = None
         finally:
             # On failure the handles not waited for are dropped: each is freed once its
             # operation ended, its tensors referenced until then.
-            self._handles.clear()
+            for st in self._states:
+                st.handle = None
+                st.work = st.ctx = None
+                st.delay = self._passes
             for b in self._buckets:
                 b.handle = None
                 b.ready = 0
-            for p in self._params:
-                self._delay[p] = self._passes
+                b.work = b.ctxs = None
         self._synchronized = True
 
     @contextlib.contextmanager
@@ -235,7 +262,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return super(self.__class__, self).step(closure)
 
     def zero_grad(self, *args, **kwargs):
-        if self._handles or any(b.handle is not None for b in self._buckets):
+        if self._in_flight():
             raise AssertionError("optimizer.zero_grad() was called after loss.backward() but "
                                  "before optimizer.step() or optimizer.synchronize()")
         return super(self.__class__, self).zero_grad(*args, **kwargs)
