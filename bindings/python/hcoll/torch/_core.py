@@ -298,8 +298,17 @@ def _copy_from_device(dst, src_ptr, nbytes):
         import glob
         import os
         libdir = os.path.join(os.path.dirname(torch.__file__), "lib")
-        names = sorted(glob.glob(os.path.join(libdir, "libcudart*.so*"))) + ["libcudart.so"]
-        _cudart = ctypes.CDLL(names[0])
+        names = sorted(glob.glob(os.path.join(libdir, "libcudart*.so*")))
+        names += ["libcudart.so.12", "libcudart.so.11.0", "libcudart.so"]
+        for name in names:  # the one torch loaded is found first, then the system's
+            try:
+                _cudart = ctypes.CDLL(name)
+                break
+            except OSError:
+                continue
+        else:
+            raise HcollError(_lib.ERR_UNSUPPORTED, "no CUDA runtime library (libcudart) to "
+                             "copy a CUDA output with; tried " + ", ".join(names))
     stream = torch.cuda.current_stream(dst.device).cuda_stream
     rc = _cudart.cudaMemcpyAsync(ctypes.c_void_p(dst.data_ptr()), ctypes.c_void_p(src_ptr),
                                  ctypes.c_size_t(nbytes), 3, ctypes.c_void_p(stream))

@@ -28,7 +28,8 @@ class _Param:
     """One parameter's state, captured by its hook (no dict lookups keyed by tensors, whose
     __hash__ is Python code, on the per-gradient path)."""
 
-    __slots__ = ("p", "name", "delay", "bucket", "handle", "work", "ctx", "ptr", "desc")
+    __slots__ = ("p", "name", "delay", "bucket", "handle", "work", "ctx", "ptr", "desc", "view",
+                 "vptr")
 
     def __init__(self, p, name, delay):
         self.p = p
@@ -40,13 +41,20 @@ class _Param:
         self.ctx = None
         self.ptr = None     # cached descriptor: valid while p.grad's address is `ptr`
         self.desc = None
+        self.view = None    # flat buckets: p.grad is this view of the bucket's buffer
+        self.vptr = None
 
 
 class _Bucket:
-    """Parameters submitted together. The descriptor array is rebuilt only when a gradient
-    tensor was replaced (zero_grad(set_to_none=True), compression), so the common step reuses it."""
+    """Parameters submitted together as ONE grouped allreduce.
 
-    __slots__ = ("params", "name", "ready", "handle", "ptrs", "descs", "work", "ctxs")
+    Flat buckets (the default for contiguous dense parameters): every gradient is a view of one
+    buffer per dtype (`flat`), as torch DDP's gradient_as_bucket_view, so the group has one member
+    per dtype (usually one), no packing, and its descriptors never change. Otherwise the group has
+    one member per gradient, and the descriptor array is rebuilt only when a gradient tensor was
+    replaced."""
+
+    __slots__ = ("params", "name", "ready", "handle", "ptrs", "descs", "work", "ctxs", "flat")
 
     def __init__(self, params, names):
         self.params = params  # _Param objects
@@ -59,6 +67,7 @@ class _Bucket:
         self.descs = None
         self.work = None
         self.ctxs = None
+        self.flat = None
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
@@ -125,6 +134,31 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._buckets.append(b)
         for st in states:
             st.bucket = b
+        if all(st.p.is_contiguous() and not st.p.is_sparse for st in states):
+            self._flatten(b)
+
+    @staticmethod
+    def _flatten(b):
+        """Makes every gradient of `b` a view of one zeroed buffer per (dtype, device)."""
+        kinds = {}
+        for st in b.params:
+            kinds.setdefault((st.p.dtype, st.p.device), []).append(st)
+        b.flat = []
+        for (dtype, device), sts in kinds.items():
+            flat = torch.zeros(sum(st.p.numel() for st in sts), dtype=dtype, device=device)
+            at = 0
+            for st in sts:
+                n = st.p.numel()
+                st.view = flat[at:at + n].view_as(st.p)
+                at += n
+                with torch.no_grad():
+                    if st.p.grad is not None:
+                        st.view.copy_(st.p.grad)
+                st.p.grad = st.view
+                st.vptr = st.view.data_ptr()
+            b.flat.append(flat)
+        if not b.flat[0].is_cuda:
+            b.descs = _core.describe_all(b.flat)
 
     def _register_hooks(self):
         for st in self._states:
@@ -145,12 +179,27 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 if b is None:
                     self._submit_one(st)
                 else:
+                    if st.view is not None:
+                        g = st.p.grad
+                        if g is None or g.data_ptr() != st.vptr:
+                            # Replaced (set to None, or out-of-place accumulation): home again.
+                            self._attach(st)
                     b.ready += 1
                     if b.ready == len(b.params):
                         self._submit_bucket(b)
         return hook
 
     # -- submission (the fast path: cached descriptors, one C call) -----------------------------
+
+    @staticmethod
+    def _attach(st):
+        g = st.p.grad
+        with torch.no_grad():
+            if g is None:
+                st.view.zero_()
+            else:
+                st.view.copy_(g)
+        st.p.grad = st.view
 
     @staticmethod
     def _grad(st):
@@ -179,6 +228,22 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                                  (st.name, d, d, self._op, self._pre, self._post), keep, None)
 
     def _submit_bucket(self, b):
+        if b.flat is not None:
+            for st in b.params:
+                if st.p.grad is None or st.p.grad.data_ptr() != st.vptr:
+                    self._attach(st)
+            if self._compressed:
+                pairs = [self._compression.compress(f) for f in b.flat]
+                b.work = [w.contiguous() for w, _ in pairs]
+                b.ctxs = [c for _, c in pairs]
+                descs, keep = _core.describe_all(b.work), b.work
+            else:
+                descs = b.descs if not b.flat[0].is_cuda else _core.describe_all(b.flat)
+                keep = b.flat
+            b.handle = _core.submit(_core.lib.hcoll_grouped_allreduce, self._comm,
+                                    (b.name, len(b.flat), descs, descs, self._op, self._pre,
+                                     self._post), (keep, descs), None)
+            return
         grads = [self._grad(st) for st in b.params]
         if self._compressed:
             pairs = [self._compression.compress(g) for g in grads]
@@ -227,8 +292,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 h, b.handle = b.handle, None
                 _core.synchronize(h)
                 if b.ctxs is not None:
-                    for st, w, c in zip(b.params, b.work, b.ctxs):
-                        st.p.grad.copy_(decompress(w, c))
+                    dsts = b.flat if b.flat is not None else [st.p.grad for st in b.params]
+                    for dst, w, c in zip(dsts, b.work, b.ctxs):
+                        dst.copy_(decompress(w, c))
                     b.work = b.ctxs = None
         finally:
             # On failure the handles not waited for are dropped: each is freed once its
@@ -262,10 +328,19 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return super(self.__class__, self).step(closure)
 
     def zero_grad(self, *args, **kwargs):
+        """As the optimizer's, except that gradients living in a flat bucket are zeroed in place
+        and stay views of it even with set_to_none=True (like DDP's gradient_as_bucket_view)."""
         if self._in_flight():
             raise AssertionError("optimizer.zero_grad() was called after loss.backward() but "
                                  "before optimizer.step() or optimizer.synchronize()")
-        return super(self.__class__, self).zero_grad(*args, **kwargs)
+        result = super(self.__class__, self).zero_grad(*args, **kwargs)
+        for b in self._buckets:
+            if b.flat is not None:
+                for f in b.flat:
+                    f.zero_()
+                for st in b.params:
+                    st.p.grad = st.view
+        return result
 
 
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
