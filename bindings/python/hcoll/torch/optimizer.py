@@ -16,7 +16,6 @@ import warnings
 
 import torch
 
-from .. import _lib
 from . import _core
 from . import mpi_ops as ops
 from .compression import Compression
