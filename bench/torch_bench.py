@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """hcoll.torch against torch.distributed (gloo) + DDP, in ONE run, alternating blocks of steps:
 
-  (i)   cnn_syncbn   a small CNN with SyncBatchNorm: hcoll.torch.SyncBatchNorm + DistributedOptimizer
+  (i)   cnn_syncbn   a small CNN with SyncBatchNorm: hcoll.torch.SyncBatchNorm + DistributedOptim.
                      vs DDP over a hand-written gloo SyncBN (three all_gathers forward, one
                      all_reduce backward; torch's own SyncBatchNorm refuses CPU tensors)
   (ii)  mlp500       an MLP with 500 parameter tensors: DistributedOptimizer vs DDP
@@ -118,7 +118,8 @@ def train_step(model, opt, x, y, loss_fn):
 
 class Scenario:
     def __init__(self, name, hcoll_step, gloo_step, baseline):
-        self.name, self.hcoll_step, self.gloo_step, self.baseline = name, hcoll_step, gloo_step, baseline
+        self.name, self.baseline = name, baseline
+        self.hcoll_step, self.gloo_step = hcoll_step, gloo_step
         self.hcoll, self.gloo = [], []
 
 

@@ -191,9 +191,8 @@ def test_differentiable_collectives_vs_finite_differences():
 
 def test_cuda_tensors():
     if not torch.cuda.is_available() or not hvd.nccl_built():
-        print(f"[rank {R}] skip test_cuda_tensors: "
-              f"{'no CUDA device' if not torch.cuda.is_available() else 'hcoll built without NCCL'}",
-              flush=True)
+        why = "no CUDA device" if not torch.cuda.is_available() else "hcoll built without NCCL"
+        print(f"[rank {R}] skip test_cuda_tensors: {why}", flush=True)
         return
     torch.cuda.set_device(hvd.local_rank() % torch.cuda.device_count())
     x = torch.full((1000,), float(R + 1), device="cuda")
