@@ -60,7 +60,7 @@ def loss_fn(out, t):
     return ((out - t) ** 2).mean()
 
 
-def train(steps=3, passes=1, **opt_kwargs):
+def train(steps=3, passes=1, grads_to_none=False, **opt_kwargs):
     ref = make_model()
     dist = hvd.SyncBatchNorm.convert_sync_batchnorm(make_model())
     ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
@@ -70,6 +70,9 @@ def train(steps=3, passes=1, **opt_kwargs):
     for step in range(steps):
         ref_opt.zero_grad()
         opt.zero_grad()
+        if grads_to_none:  # gradients replaced behind the optimizer's back: still reduced
+            for p in dist.parameters():
+                p.grad = None
         for micro in range(passes):
             x, t = full_batch(step, micro)
             loss_fn(ref(x), t).backward()
@@ -103,6 +106,8 @@ def test_bucketed_mode():
     # ~300 bytes: several buckets of a few parameters each.
     opt_ref, dist = train(bucket_bytes=300)
     check(opt_ref, dist, 1e-10, "bucketed")
+    check(*train(bucket_bytes=300, grads_to_none=True), 1e-10, "bucketed, grads set to None")
+    check(*train(bucket_bytes=0, grads_to_none=True), 1e-10, "per-parameter, grads set to None")
 
 
 def test_single_bucket_with_accumulation():
