@@ -6,10 +6,9 @@ from torch tensors with cached shape arrays, does none of the checks libhcoll re
 agreement, shapes, names), and keeps only what the runtime reads or writes referenced until the
 operation completed.
 
-Results: operations whose outputs the runtime allocates (allgather, alltoall, reducescatter,
-join) are turned into torch tensors by `_take_outputs` alone. When the C API gains
-caller-provided outputs (`hcoll_*_into`), only that function and the matching submit helpers in
-mpi_ops.py change.
+Results: operations whose outputs the runtime allocates (allgather, alltoall, reducescatter)
+are submitted and turned into torch tensors by `submit_with_outputs` alone. When the C API gains
+caller-provided outputs (`hcoll_*_into`), only that function changes.
 """
 
 import ctypes
@@ -333,9 +332,41 @@ def _take_output(req, i, device):
 
 
 def _take_outputs(req, n, device):
-    """THE place where runtime-owned outputs become torch tensors (copied, since the request
-    frees them). With caller-provided outputs this becomes a no-op returning those tensors."""
     return [_take_output(req, i, device) for i in range(n)]
+
+
+# The collectives whose output size the runtime decides: C entry point and whether it takes
+# (n, array) instead of one descriptor.
+_OUTPUT_OPS = {
+    "allgather": ("hcoll_allgather", False),
+    "grouped_allgather": ("hcoll_grouped_allgather", True),
+    "alltoall": ("hcoll_alltoall", False),
+    "reducescatter": ("hcoll_reducescatter", False),
+    "grouped_reducescatter": ("hcoll_grouped_reducescatter", True),
+}
+
+
+def submit_with_outputs(kind, comm_handle, name, srcs, extra, device, post=None):
+    """THE place where operations with outputs are submitted and their results fetched:
+    `srcs` (contiguous tensors) go in, the outputs come back from synchronize() as a list of
+    torch tensors on `device` (passed through `post(req, outs)` when given). Today the runtime
+    allocates the outputs and they are copied out of its memory when the request completes;
+    with caller-provided outputs (hcoll_*_into) this function allocates them where their size is
+    known and passes them in, and nothing else in hcoll.torch changes. `extra`: the C arguments
+    after the input(s) (splits; op, prescale, postscale)."""
+    fn_name, grouped = _OUTPUT_OPS[kind]
+    n = len(srcs)
+    if grouped:
+        descs = describe_all(srcs)
+        args = (name, n, descs) + tuple(extra)
+    else:
+        descs = ctypes.pointer(describe(srcs[0]))
+        args = (name, descs) + tuple(extra)
+
+    def finish(req):
+        outs = _take_outputs(req, n, device)
+        return outs if post is None else post(req, outs)
+    return submit(getattr(lib, fn_name), comm_handle, args, (srcs, descs, extra), finish)
 
 
 def received_splits(req, i=0):

@@ -41,6 +41,14 @@ def _contiguous(ts):
     return [t if t.is_contiguous() else t.contiguous() for t in ts]
 
 
+def _first(req, outs):
+    return outs[0]
+
+
+def _device(ts):
+    return ts[0].device if ts else torch.device("cpu")
+
+
 def _copy_back(dsts, srcs):
     for d, s in zip(dsts, srcs):
         if d is not s:
@@ -164,11 +172,8 @@ def grouped_allreduce(tensors, average=None, name=None, compression=None, op=Non
 # ------------------------------------------------------------------------------------------------
 
 def allgather_async(tensor, name=None, process_set=None):
-    src = tensor.contiguous()
-    d = describe(src)
-    dev = tensor.device
-    return submit(lib.hcoll_allgather, resolve(process_set), (_name(name), _byref(d)), (src, d),
-                  lambda req: _core._take_outputs(req, 1, dev)[0])
+    return _core.submit_with_outputs("allgather", resolve(process_set), _name(name),
+                                     [tensor.contiguous()], (), tensor.device, _first)
 
 
 def allgather(tensor, name=None, process_set=None):
@@ -181,11 +186,8 @@ def allgather(tensor, name=None, process_set=None):
 
 def grouped_allgather_async(tensors, name=None, process_set=None):
     srcs = _contiguous(list(tensors))
-    d = describe_all(srcs)
-    dev = srcs[0].device if srcs else torch.device("cpu")
-    n = len(srcs)
-    return submit(lib.hcoll_grouped_allgather, resolve(process_set), (_name(name), n, d),
-                  (srcs, d), lambda req: _core._take_outputs(req, n, dev))
+    return _core.submit_with_outputs("grouped_allgather", resolve(process_set), _name(name),
+                                     srcs, (), _device(srcs))
 
 
 def grouped_allgather(tensors, name=None, process_set=None):
@@ -242,19 +244,15 @@ def grouped_broadcast_(tensors, root_rank, name=None, process_set=None):
 
 def alltoall_async(tensor, splits=None, name=None, process_set=None):
     """synchronize() returns (output, received_splits as an int32 tensor)."""
-    src = tensor.contiguous()
-    d = describe(src)
     sp = None
     if splits is not None:
         splits = [int(s) for s in (splits.tolist() if torch.is_tensor(splits) else splits)]
         sp = (ctypes.c_int64 * max(len(splits), 1))(*splits)
-    dev = tensor.device
 
-    def finish(req):
-        out = _core._take_outputs(req, 1, dev)[0]
-        return out, torch.tensor(_core.received_splits(req), dtype=torch.int32)
-    return submit(lib.hcoll_alltoall, resolve(process_set), (_name(name), _byref(d), sp),
-                  (src, d, sp), finish)
+    def post(req, outs):
+        return outs[0], torch.tensor(_core.received_splits(req), dtype=torch.int32)
+    return _core.submit_with_outputs("alltoall", resolve(process_set), _name(name),
+                                     [tensor.contiguous()], (sp,), tensor.device, post)
 
 
 def alltoall(tensor, splits=None, name=None, process_set=None):
@@ -270,12 +268,9 @@ def alltoall(tensor, splits=None, name=None, process_set=None):
 
 def reducescatter_async(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
                         process_set=None):
-    src = tensor.contiguous()
-    d = describe(src)
-    dev = tensor.device
-    return submit(lib.hcoll_reducescatter, resolve(process_set),
-                  (_name(name), _byref(d), op, prescale_factor, postscale_factor), (src, d),
-                  lambda req: _core._take_outputs(req, 1, dev)[0])
+    return _core.submit_with_outputs("reducescatter", resolve(process_set), _name(name),
+                                     [tensor.contiguous()], (op, prescale_factor, postscale_factor),
+                                     tensor.device, _first)
 
 
 def reducescatter(tensor, name=None, compression=None, op=Average, prescale_factor=1.0,
@@ -297,12 +292,8 @@ def reducescatter(tensor, name=None, compression=None, op=Average, prescale_fact
 def grouped_reducescatter_async(tensors, name=None, op=Average, prescale_factor=1.0,
                                 postscale_factor=1.0, process_set=None):
     srcs = _contiguous(list(tensors))
-    d = describe_all(srcs)
-    dev = srcs[0].device if srcs else torch.device("cpu")
-    n = len(srcs)
-    return submit(lib.hcoll_grouped_reducescatter, resolve(process_set),
-                  (_name(name), n, d, op, prescale_factor, postscale_factor), (srcs, d),
-                  lambda req: _core._take_outputs(req, n, dev))
+    return _core.submit_with_outputs("grouped_reducescatter", resolve(process_set), _name(name),
+                                     srcs, (op, prescale_factor, postscale_factor), _device(srcs))
 
 
 def grouped_reducescatter(tensors, name=None, compression=None, op=Average, prescale_factor=1.0,
@@ -325,7 +316,7 @@ def join(device=-1, process_set=None):
     """Blocks until every rank joined; returns the rank that joined last. Meanwhile this rank
     contributes zeros to the others' allreduces (Average still divides by the full size)."""
     h = submit(lib.hcoll_join, resolve(process_set), (), None,
-               lambda req: int(_core._take_outputs(req, 1, torch.device("cpu"))[0]))
+               lambda req: int(_core._take_output(req, 0, torch.device("cpu"))))
     return synchronize(h)
 
 
