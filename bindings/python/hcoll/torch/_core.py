@@ -214,7 +214,7 @@ def is_initialized():
 # Handles and results
 # ------------------------------------------------------------------------------------------------
 
-_WAIT_SLICE_S = 1.0  # waits are sliced so that Ctrl-C reaches Python during a long wait
+_WAIT_SLICE_S = 0.05  # waits are sliced so that Ctrl-C reaches Python within ~50 ms
 
 
 class Handle:
