@@ -118,6 +118,13 @@ def test_process_sets_join_barrier():
             assert e.status == hcoll.ERR_NOT_MEMBER
     hvd.barrier()
     hvd.barrier(process_set=rev)
+    assert hvd.remove_process_set(rev) and rev not in hvd.process_sets()
+    assert hvd.remove_process_set(solo)
+    try:
+        hvd.allreduce(torch.ones(1), process_set=rev)
+        raise AssertionError("a removed process set still reduced")
+    except hcoll.HcollError as e:
+        assert e.status == hcoll.ERR_NOT_MEMBER, e
     last = hvd.join()
     assert 0 <= last < N
     assert hvd.allgather(torch.tensor([last])).tolist() == [last] * N

@@ -14,7 +14,7 @@ docs/torch.md.
 
 from .. import HcollError
 from ._core import (Handle, ProcessSet, add_process_set, init, is_initialized, poll,
-                    process_sets, shutdown, synchronize)
+                    process_sets, remove_process_set, shutdown, synchronize)
 from ._core import comm_rank as _comm_rank
 from ._core import comm_size as _comm_size
 from ._core import _State

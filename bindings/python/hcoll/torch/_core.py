@@ -137,7 +137,7 @@ def resolve(comm):
     else:
         raise TypeError(f"comm: expected a ProcessSet or hcoll.Comm, got {type(comm).__name__}")
     if ps.handle is None:
-        raise HcollError(_lib.ERR_NOT_MEMBER, "this rank is not a member of the process set")
+        raise HcollError(_lib.ERR_NOT_MEMBER, "this rank is not a member of the process set (or the set was removed)")
     return ps.handle
 
 
@@ -191,6 +191,21 @@ def add_process_set(ranks):
     ps = ProcessSet(_require_init().comm.create(list(ranks)))
     _State.sets.append(ps)
     return ps
+
+
+def remove_process_set(process_set):
+    """Destroys the set's communicator (collective over the global set's members that are in
+    it: every member must call it). Returns True if it was registered."""
+    if process_set is _State.global_set:
+        raise ValueError("the global process set is removed by shutdown()")
+    if process_set.comm is not None:
+        process_set.comm.destroy()
+        process_set.comm = None
+        process_set.handle = None
+    if process_set in _State.sets:
+        _State.sets.remove(process_set)
+        return True
+    return False
 
 
 def process_sets():
