@@ -137,7 +137,8 @@ def resolve(comm):
     else:
         raise TypeError(f"comm: expected a ProcessSet or hcoll.Comm, got {type(comm).__name__}")
     if ps.handle is None:
-        raise HcollError(_lib.ERR_NOT_MEMBER, "this rank is not a member of the process set (or the set was removed)")
+        raise HcollError(_lib.ERR_NOT_MEMBER, "this rank is not a member of the process set "
+                         "(or the set was removed)")
     return ps.handle
 
 
