@@ -6,9 +6,10 @@ from torch tensors with cached shape arrays, does none of the checks libhcoll re
 agreement, shapes, names), and keeps only what the runtime reads or writes referenced until the
 operation completed.
 
-Results: operations whose outputs the runtime allocates (allgather, alltoall, reducescatter)
-are submitted and turned into torch tensors by `submit_with_outputs` alone. When the C API gains
-caller-provided outputs (`hcoll_*_into`), only that function changes.
+Results: operations with outputs (allgather, alltoall, reducescatter) are submitted and turned
+into torch tensors by `submit_with_outputs` alone: into caller-allocated tensors through the
+`hcoll_*_into` entry points when the library has them and the output shapes are known, else
+copied out of runtime-owned memory.
 """
 
 import ctypes
@@ -351,27 +352,47 @@ def _take_outputs(req, n, device):
     return [_take_output(req, i, device) for i in range(n)]
 
 
-# The collectives whose output size the runtime decides: C entry point and whether it takes
-# (n, array) instead of one descriptor.
+# The collectives whose outputs the runtime can allocate: C entry point, its caller-output
+# (*_into) variant, and whether it takes (n, array) instead of one descriptor.
 _OUTPUT_OPS = {
-    "allgather": ("hcoll_allgather", False),
-    "grouped_allgather": ("hcoll_grouped_allgather", True),
-    "alltoall": ("hcoll_alltoall", False),
-    "reducescatter": ("hcoll_reducescatter", False),
-    "grouped_reducescatter": ("hcoll_grouped_reducescatter", True),
+    "allgather": ("hcoll_allgather", "hcoll_allgather_into", False),
+    "grouped_allgather": ("hcoll_grouped_allgather", "hcoll_grouped_allgather_into", True),
+    "alltoall": ("hcoll_alltoall", None, False),
+    "reducescatter": ("hcoll_reducescatter", "hcoll_reducescatter_into", False),
+    "grouped_reducescatter": ("hcoll_grouped_reducescatter", "hcoll_grouped_reducescatter_into",
+                              True),
 }
 
 
-def submit_with_outputs(kind, comm_handle, name, srcs, extra, device, post=None):
+def _has_into(fn_name):
+    """True when this libhcoll and its binding (_lib.PROTOTYPES) have the *_into entry point."""
+    return fn_name is not None and fn_name in _lib.PROTOTYPES and hasattr(lib, fn_name)
+
+
+def submit_with_outputs(kind, comm_handle, name, srcs, extra, device, post=None,
+                        out_shapes=None):
     """THE place where operations with outputs are submitted and their results fetched:
     `srcs` (contiguous tensors) go in, the outputs come back from synchronize() as a list of
-    torch tensors on `device` (passed through `post(req, outs)` when given). Today the runtime
-    allocates the outputs and they are copied out of its memory when the request completes;
-    with caller-provided outputs (hcoll_*_into) this function allocates them where their size is
-    known and passes them in, and nothing else in hcoll.torch changes. `extra`: the C arguments
-    after the input(s) (splits; op, prescale, postscale)."""
-    fn_name, grouped = _OUTPUT_OPS[kind]
+    torch tensors on `device` (passed through `post(req, outs)` when given). `extra`: the C
+    arguments after the input(s) (splits; op, prescale, postscale).
+
+    When the caller knows every output's shape (`out_shapes`) and the library has caller-output
+    collectives (hcoll_*_into), the outputs are allocated here and the runtime writes straight
+    into them. Otherwise the runtime allocates them and they are copied out of its memory when
+    the request completes."""
+    fn_name, into_name, grouped = _OUTPUT_OPS[kind]
     n = len(srcs)
+    if out_shapes is not None and _has_into(into_name):
+        outs = [torch.empty(shape, dtype=t.dtype, device=device)
+                for t, shape in zip(srcs, out_shapes)]
+        if grouped:
+            din, dout = describe_all(srcs), describe_all(outs)
+            args = (name, n, din, dout) + tuple(extra) + (None,)
+        else:
+            din, dout = ctypes.pointer(describe(srcs[0])), ctypes.pointer(describe(outs[0]))
+            args = (name, din, dout) + tuple(extra) + (None,)
+        return submit(getattr(lib, into_name), comm_handle, args, (srcs, outs, din, dout, extra),
+                      None if post is None else (lambda req: post(req, outs)), outs)
     if grouped:
         descs = describe_all(srcs)
         args = (name, n, descs) + tuple(extra)

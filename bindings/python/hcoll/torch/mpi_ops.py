@@ -266,11 +266,20 @@ def alltoall(tensor, splits=None, name=None, process_set=None):
     return out if splits is None else (out, rsplits)
 
 
+def _scattered_shapes(srcs, process_set):
+    """This rank's reducescatter output shapes: c_r = d0 // N + (r < d0 % N) rows."""
+    n, r = _core.comm_size(process_set), _core.comm_rank(process_set)
+    if any(t.dim() == 0 for t in srcs):
+        return None  # the library refuses 0-d inputs with its own message
+    return [(t.shape[0] // n + (r < t.shape[0] % n),) + tuple(t.shape[1:]) for t in srcs]
+
+
 def reducescatter_async(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
                         process_set=None):
-    return _core.submit_with_outputs("reducescatter", resolve(process_set), _name(name),
-                                     [tensor.contiguous()], (op, prescale_factor, postscale_factor),
-                                     tensor.device, _first)
+    srcs = [tensor.contiguous()]
+    return _core.submit_with_outputs("reducescatter", resolve(process_set), _name(name), srcs,
+                                     (op, prescale_factor, postscale_factor), tensor.device,
+                                     _first, _scattered_shapes(srcs, process_set))
 
 
 def reducescatter(tensor, name=None, compression=None, op=Average, prescale_factor=1.0,
@@ -293,7 +302,8 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, prescale_factor=
                                 postscale_factor=1.0, process_set=None):
     srcs = _contiguous(list(tensors))
     return _core.submit_with_outputs("grouped_reducescatter", resolve(process_set), _name(name),
-                                     srcs, (op, prescale_factor, postscale_factor), _device(srcs))
+                                     srcs, (op, prescale_factor, postscale_factor), _device(srcs),
+                                     None, _scattered_shapes(srcs, process_set))
 
 
 def grouped_reducescatter(tensors, name=None, compression=None, op=Average, prescale_factor=1.0,

@@ -42,9 +42,13 @@ class _SyncBatchNormFn(torch.autograd.Function):
         else:  # an empty shard contributes count 0 (and finite zeros, never NaN)
             var_l = mean_l = torch.zeros(channels, dtype=sdt, device=x.device)
         count = torch.full((1,), float(local), dtype=sdt, device=x.device)
-        counts, means, vars_ = _core.synchronize(ops.grouped_allgather_async(
-            [count, mean_l.view(1, channels), var_l.view(1, channels)], name + ".stats",
-            process_set))
+        size = _core.comm_size(process_set)
+        # One row per rank: the output shapes are known, so the runtime may write into tensors
+        # allocated here (caller-output collectives) instead of its own memory.
+        counts, means, vars_ = _core.synchronize(_core.submit_with_outputs(
+            "grouped_allgather", _core.resolve(process_set), (name + ".stats").encode(),
+            [count, mean_l.view(1, channels).contiguous(), var_l.view(1, channels).contiguous()],
+            (), x.device, None, [(size,), (size, channels), (size, channels)]))
         n = float(counts.sum())
         if n <= 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got input "
