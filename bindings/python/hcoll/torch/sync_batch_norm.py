@@ -28,6 +28,21 @@ def _stat_dtype(dtype):
     return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
+def _affine(x, scale, shift):
+    """x * scale + shift per channel in ONE pass: torch's fused eval-mode batch_norm kernel with
+    mean 0, variance 1 and eps 0 (torch offers no CPU kernels for SyncBN's pieces)."""
+    c = x.shape[1]
+    return torch.batch_norm(x, scale, shift, torch.zeros(c, dtype=x.dtype, device=x.device),
+                            torch.ones(c, dtype=x.dtype, device=x.device), False, 0.0, 0.0,
+                            False)
+
+
+def _fused(x, weight):
+    """Whether the fused torch kernels apply: a float32/float64 input of a matching weight."""
+    return x.dtype in (torch.float32, torch.float64) and x.numel() > 0 and (
+        weight is None or weight.dtype == x.dtype)
+
+
 class _SyncBatchNormFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias, running_mean, running_var, eps, factor, process_set, name):
@@ -62,13 +77,18 @@ class _SyncBatchNormFn(torch.autograd.Function):
                 running_mean.mul_(1 - factor).add_(mean.to(running_mean.dtype), alpha=factor)
                 running_var.mul_(1 - factor).add_((var * (n / (n - 1))).to(running_var.dtype),
                                                   alpha=factor)
-        scale = invstd if weight is None else invstd * weight.to(sdt)
-        y = (xs - mean.view(shape)) * scale.view(shape)
-        if bias is not None:
-            y = y + bias.to(sdt).view(shape)
+        if _fused(x, weight) and (bias is None or bias.dtype == x.dtype):
+            # torch's own normalization kernel, with the global statistics as "running" ones.
+            y = torch.batch_norm(x, weight, bias, mean, var, False, 0.0, eps, False)
+        else:
+            scale = invstd if weight is None else invstd * weight.to(sdt)
+            y = (xs - mean.view(shape)) * scale.view(shape)
+            if bias is not None:
+                y = y + bias.to(sdt).view(shape)
+            y = y.to(x.dtype)
         ctx.save_for_backward(x, weight, mean, invstd)
         ctx.info = (n, process_set, name, bias is not None)
-        return y.to(x.dtype)
+        return y
 
     @staticmethod
     def backward(ctx, dy):
@@ -78,11 +98,19 @@ class _SyncBatchNormFn(torch.autograd.Function):
         dims = [0] + list(range(2, x.dim()))
         shape = [1, channels] + [1] * (x.dim() - 2)
         sdt = _stat_dtype(x.dtype)
-        xs = x if x.dtype == sdt else x.to(sdt)
-        dys = dy if dy.dtype == sdt else dy.to(sdt)
-        xmu = xs - mean.view(shape)
-        sum_dy = dys.sum(dims)
-        sum_dy_xmu = (dys * xmu).sum(dims)
+        fused = _fused(x, weight) and dy.dtype == x.dtype
+        if fused:
+            # One pass for both sums: batch norm's own backward reduction, with the global mean
+            # and an invstd of 1 (its grad_weight is then sum(dy * (x - mean))).
+            _, sum_dy_xmu, sum_dy = torch.ops.aten.native_batch_norm_backward(
+                dy, x, weight, None, None, mean, torch.ones_like(invstd), True, 0.0,
+                [False, True, True])
+        else:
+            xs = x if x.dtype == sdt else x.to(sdt)
+            dys = dy if dy.dtype == sdt else dy.to(sdt)
+            xmu = xs - mean.view(shape)
+            sum_dy = dys.sum(dims)
+            sum_dy_xmu = (dys * xmu).sum(dims)
         grad_x = grad_w = grad_b = None
         if weight is not None and ctx.needs_input_grad[1]:
             grad_w = (sum_dy_xmu * invstd).to(weight.dtype)
@@ -92,9 +120,16 @@ class _SyncBatchNormFn(torch.autograd.Function):
             g_dy, g_dy_xmu = _core.synchronize(ops.grouped_allreduce_async(
                 [sum_dy, sum_dy_xmu], None, name + ".grads", ops.Sum, 1.0, 1.0, process_set))
             scale = invstd if weight is None else invstd * weight.to(sdt)
-            grad_x = (dys - (g_dy / n).view(shape)
-                      - xmu * (invstd * invstd * g_dy_xmu / n).view(shape)) * scale.view(shape)
-            grad_x = grad_x.to(x.dtype)
+            if fused:
+                # dx = scale * (dy - g_dy/n - (x - mean) * invstd^2 * g_dy_xmu/n), as
+                # x * p + q (one fused pass) plus dy * scale (one more).
+                p = -scale * invstd * invstd * g_dy_xmu / n
+                q = -scale * g_dy / n - p * mean
+                grad_x = _affine(x, p, q).addcmul_(dy, scale.view(shape))
+            else:
+                grad_x = (dys - (g_dy / n).view(shape)
+                          - xmu * (invstd * invstd * g_dy_xmu / n).view(shape)) * scale.view(shape)
+                grad_x = grad_x.to(x.dtype)
         return grad_x, grad_w, grad_b, None, None, None, None, None, None
 
 
