@@ -2,8 +2,12 @@
 
 Each rank holds a slice of the batch. Forward: one grouped allgather of every rank's (count,
 mean, mean of squares) gives the global statistics; backward: one grouped allreduce of the two
-per-channel sums the input gradient needs. The result must equal single-process BatchNorm1d on
-the concatenated batch (every rank rebuilds the full batch from the same seed to check).
+per-channel sums the input gradient needs. The output and the input gradient must equal
+single-process BatchNorm1d on the concatenated batch (every rank rebuilds the full batch from the
+same seed to check). The weight and bias gradients are this rank's own (its rows only): a
+data-parallel optimizer averages them over ranks like every other gradient, so returning the
+allreduced sums here would make them world-size times too large. Their sum over ranks is checked.
+hcoll.torch.SyncBatchNorm is the ready-made module (docs/torch.md).
 
 Run: mpiexec.mpich -n 2 /usr/bin/python3 examples/syncbn.py
 """
@@ -41,12 +45,15 @@ class SyncBatchNorm(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dy):
         xhat, weight, invstd = ctx.saved_tensors
-        sum_dy = dy.sum(0).contiguous()
-        sum_dy_xhat = (dy * xhat).sum(0).contiguous()
-        # One grouped call: both per-channel sums over the whole batch, in place.
-        ctx.comm.grouped_allreduce([sum_dy, sum_dy_xhat], name="bn.bwd").wait()
+        local_dy = dy.sum(0).contiguous()
+        local_dy_xhat = (dy * xhat).sum(0).contiguous()
+        # One grouped call: both per-channel sums over the whole batch, into new tensors (the
+        # local sums are the weight and bias gradients).
+        sum_dy, sum_dy_xhat = torch.empty_like(local_dy), torch.empty_like(local_dy_xhat)
+        ctx.comm.grouped_allreduce([local_dy, local_dy_xhat], outs=[sum_dy, sum_dy_xhat],
+                                   op=hcoll.SUM, name="bn.bwd").wait()
         dx = weight * invstd * (dy - sum_dy / ctx.total - xhat * sum_dy_xhat / ctx.total)
-        return dx, sum_dy_xhat, sum_dy, None
+        return dx, local_dy_xhat, local_dy, None
 
 
 def batch(rank):
@@ -82,18 +89,21 @@ def main():
     lo = sum(p[0].shape[0] for p in parts[:rank])
     hi = lo + x.shape[0]
 
+    # Local weight/bias gradients: summed over ranks they are the full batch's.
+    grad_weight = comm.allreduce(weight.grad.clone(), op=hcoll.SUM, name="gw").result()
+    grad_bias = comm.allreduce(bias.grad.clone(), op=hcoll.SUM, name="gb").result()
     checks = {
         "output": (y, ref_y[lo:hi]),
         "grad_input": (x.grad, full_x.grad[lo:hi]),
-        "grad_weight": (weight.grad, bn.weight.grad),
-        "grad_bias": (bias.grad, bn.bias.grad),
+        "sum grad_weight": (grad_weight, bn.weight.grad),
+        "sum grad_bias": (grad_bias, bn.bias.grad),
     }
     ok = True
     for what, (got, want) in checks.items():
         err = (got - want).abs().max().item()
         good = torch.allclose(got, want, rtol=1e-9, atol=1e-10)
         ok = ok and good
-        print(f"rank {rank}: {what:11s} max|diff| = {err:.2e} {'ok' if good else 'WRONG'}")
+        print(f"rank {rank}: {what:15s} max|diff| = {err:.2e} {'ok' if good else 'WRONG'}")
     hcoll.shutdown()
     return 0 if ok else 1
 

@@ -34,15 +34,18 @@ echo "== MPICH build: unit and multi-rank tests"
 cmake -S . -B build-test -DHCOLL_MPI=mpich -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build build-test -j"$jobs"
 require_tests build-test python.numpy.np2 python.abi.np2 python.torch_errors.np2 examples.syncbn.np2 \
-  bench.plot bench.plot_quick
+  bench.plot bench.plot_quick python.torch_api.np2 python.torch_optimizer.np2 python.torch_syncbn.np3 \
+  examples.torch_train.np2 bench.torch_quick.np2 python.failures.raise.np2 \
+  python.failures.abort-hook.np2 python.failures.sigint.np2 python.failures.mixed-mpi
 ctest --test-dir build-test --output-on-failure --timeout 300
 
 echo "== Open MPI build: Python binding with mpi4py"
 cmake -S . -B build-test-openmpi -DHCOLL_MPI=openmpi -DHCOLL_BUILD_BENCH=OFF -DHCOLL_WITH_NCCL=OFF \
       -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build build-test-openmpi -j"$jobs" --target hcoll
-require_tests build-test-openmpi python.numpy.np2 python.abi.np2 python.torch_errors.np2 \
-  examples.syncbn.np2 python.mpi4py.np2
+require_tests build-test-openmpi python.numpy.np2 python.abi.np2 python.torch_errors.np2 examples.syncbn.np2 \
+  python.mpi4py.np2 python.torch_mpi4py.np2 python.failures.raise.np2 \
+  python.failures.abort-hook.np2 python.failures.sigint.np2
 # As root (CI) Open MPI needs --allow-run-as-root --oversubscribe: the build passes them. In
 # containers its shared-memory transport cannot use CMA (ptrace), so it is told to copy instead.
 OMPI_MCA_btl_vader_single_copy_mechanism=none \

@@ -1,0 +1,266 @@
+#!/usr/bin/python3
+"""hcoll.torch against torch.distributed (gloo) + DDP, in ONE run, alternating blocks of steps:
+
+  (i)   cnn_syncbn   a small CNN with SyncBatchNorm: hcoll.torch.SyncBatchNorm + DistributedOptim.
+                     vs DDP over a hand-written gloo SyncBN (three all_gathers forward, one
+                     all_reduce backward; torch's own SyncBatchNorm refuses CPU tensors)
+  (ii)  mlp500       an MLP with 500 parameter tensors: DistributedOptimizer vs DDP
+  (iii) syncbn_exch  the SyncBN statistics exchange alone: one grouped allgather vs gloo's three
+                     all_gathers
+  (iv)  submit       one allreduce submitted from Python: hcoll.torch.allreduce_async_ vs the bare
+                     ctypes call of hcoll_allreduce with prebuilt arguments (submission only)
+
+Prints medians and ratios (targets: (i) <= 0.4, (ii) <= 0.9, (iii) <= 0.1, (iv) <= 8 us) and
+writes a JSON that bench/plot.py draws (scenarios.png).
+
+    mpiexec.mpich -n 2 /usr/bin/python3 bench/torch_bench.py [--json torch_bench.json] [--quick]
+"""
+
+import argparse
+import ctypes
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bindings",
+                                "python"))
+import hcoll.torch as hvd  # noqa: E402
+from hcoll import _lib  # noqa: E402
+from hcoll.torch import _core  # noqa: E402
+
+TARGETS = {"cnn_syncbn": 0.4, "mlp500": 0.9, "syncbn_exch": 0.1}
+
+
+# ------------------------------------------------------------------------------------------------
+# The gloo side: a hand-written SyncBN (what a user of torch.distributed on CPU has to write)
+# ------------------------------------------------------------------------------------------------
+
+class _GlooSyncBNFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, bias, eps):
+        c = x.shape[1]
+        dims = [0] + list(range(2, x.dim()))
+        shape = [1, c] + [1] * (x.dim() - 2)
+        count = torch.tensor([x.numel() // c], dtype=x.dtype)
+        mean = x.mean(dims)
+        meansq = (x * x).mean(dims)
+        n = dist.get_world_size()
+        counts = [torch.empty_like(count) for _ in range(n)]
+        means = [torch.empty_like(mean) for _ in range(n)]
+        meansqs = [torch.empty_like(meansq) for _ in range(n)]
+        dist.all_gather(counts, count)
+        dist.all_gather(means, mean)
+        dist.all_gather(meansqs, meansq)
+        counts = torch.cat(counts)
+        total = counts.sum()
+        g_mean = (counts[:, None] * torch.stack(means)).sum(0) / total
+        g_var = (counts[:, None] * torch.stack(meansqs)).sum(0) / total - g_mean * g_mean
+        invstd = torch.rsqrt(g_var + eps)
+        xhat = (x - g_mean.view(shape)) * invstd.view(shape)
+        ctx.save_for_backward(xhat, weight, invstd)
+        ctx.total = total
+        return xhat * weight.view(shape) + bias.view(shape)
+
+    @staticmethod
+    def backward(ctx, dy):
+        xhat, weight, invstd = ctx.saved_tensors
+        c = dy.shape[1]
+        dims = [0] + list(range(2, dy.dim()))
+        shape = [1, c] + [1] * (dy.dim() - 2)
+        local = torch.cat([dy.sum(dims), (dy * xhat).sum(dims)])
+        summed = local.clone()
+        dist.all_reduce(summed)
+        s_dy, s_dy_xhat = summed[:c], summed[c:]
+        dx = (weight * invstd).view(shape) * (dy - (s_dy / ctx.total).view(shape)
+                                              - xhat * (s_dy_xhat / ctx.total).view(shape))
+        return dx, local[c:], local[:c], None
+
+
+class GlooSyncBN(nn.BatchNorm2d):
+    def forward(self, x):  # training statistics only: the bench never evaluates
+        return _GlooSyncBNFn.apply(x, self.weight, self.bias, self.eps)
+
+
+def cnn(bn):
+    return nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1), bn(16), nn.ReLU(),
+        nn.Conv2d(16, 32, 3, padding=1), bn(32), nn.ReLU(),
+        nn.Conv2d(32, 32, 3, padding=1, stride=2), bn(32), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10))
+
+
+def mlp500():
+    # 250 Linear layers = 500 parameter tensors (weight and bias each).
+    layers = []
+    for _ in range(250):
+        layers += [nn.Linear(16, 16), nn.Tanh()]
+    return nn.Sequential(*layers)
+
+
+# ------------------------------------------------------------------------------------------------
+# Timed steps
+# ------------------------------------------------------------------------------------------------
+
+def train_step(model, opt, x, y, loss_fn):
+    t0 = time.perf_counter()
+    opt.zero_grad()
+    loss_fn(model(x), y).backward()
+    opt.step()
+    return time.perf_counter() - t0
+
+
+class Scenario:
+    def __init__(self, name, hcoll_step, gloo_step, baseline):
+        self.name, self.baseline = name, baseline
+        self.hcoll_step, self.gloo_step = hcoll_step, gloo_step
+        self.hcoll, self.gloo = [], []
+
+
+def build(args):
+    torch.manual_seed(0)
+    x = torch.randn(args.batch, 3, 16, 16)
+    y = torch.randint(0, 10, (args.batch,))
+    ce = nn.CrossEntropyLoss()
+    scenarios = []
+
+    m_h = hvd.SyncBatchNorm.convert_sync_batchnorm(cnn(nn.BatchNorm2d))
+    o_h = hvd.DistributedOptimizer(torch.optim.SGD(m_h.parameters(), lr=0.01),
+                                   named_parameters=m_h.named_parameters())
+    m_g = nn.parallel.DistributedDataParallel(cnn(GlooSyncBN))
+    o_g = torch.optim.SGD(m_g.parameters(), lr=0.01)
+    scenarios.append(Scenario("cnn_syncbn", lambda: train_step(m_h, o_h, x, y, ce),
+                              lambda: train_step(m_g, o_g, x, y, ce), "gloo DDP + gloo SyncBN"))
+
+    xm = torch.randn(args.batch, 16)
+    ym = torch.randn(args.batch, 16)
+    mse = nn.MSELoss()
+    p_h = mlp500()
+    q_h = hvd.DistributedOptimizer(torch.optim.SGD(p_h.parameters(), lr=0.01),
+                                   named_parameters=p_h.named_parameters())
+    p_g = nn.parallel.DistributedDataParallel(mlp500())
+    q_g = torch.optim.SGD(p_g.parameters(), lr=0.01)
+    scenarios.append(Scenario("mlp500", lambda: train_step(p_h, q_h, xm, ym, mse),
+                              lambda: train_step(p_g, q_g, xm, ym, mse), "gloo DDP"))
+
+    c = 64
+    count, mean, var = torch.ones(1), torch.randn(1, c), torch.rand(1, c)
+    n = hvd.size()
+    lists = ([torch.empty(1) for _ in range(n)], [torch.empty(1, c) for _ in range(n)],
+             [torch.empty(1, c) for _ in range(n)])
+
+    def exch_hcoll():
+        t0 = time.perf_counter()
+        hvd.synchronize(hvd.grouped_allgather_async([count, mean, var], "bench.syncbn"))
+        return time.perf_counter() - t0
+
+    def exch_gloo():
+        t0 = time.perf_counter()
+        dist.all_gather(lists[0], count)
+        dist.all_gather(lists[1], mean)
+        dist.all_gather(lists[2], var)
+        return time.perf_counter() - t0
+    scenarios.append(Scenario("syncbn_exch", exch_hcoll, exch_gloo, "gloo 3x all_gather"))
+    return scenarios
+
+
+def submit_overhead(reps):
+    """Median submission time of hvd.allreduce_async_ and of the bare ctypes call (us)."""
+    x = torch.ones(16)
+    comm = hvd.global_process_set().handle
+    d = ctypes.pointer(_core.describe(x))
+    lib = _lib.lib
+    raw, py = [], []
+    for _ in range(reps):
+        req = _lib.request_t()
+        t0 = time.perf_counter()
+        lib.hcoll_allreduce(comm, b"bench.raw", d, d, _lib.SUM, 1.0, 1.0, ctypes.byref(req))
+        raw.append(time.perf_counter() - t0)
+        _core.wait(req.value)
+        lib.hcoll_request_free(req.value)
+        t0 = time.perf_counter()
+        h = hvd.allreduce_async_(x, name="bench.py", op=hvd.Sum)
+        py.append(time.perf_counter() - t0)
+        hvd.synchronize(h)
+    # Medians, and the 10th percentiles (less sensitive to a machine busy with other work).
+    q = lambda xs: sorted(xs)[len(xs) // 10] * 1e6  # noqa: E731
+    return statistics.median(raw) * 1e6, statistics.median(py) * 1e6, q(raw), q(py)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", default="torch_bench.json")
+    ap.add_argument("--rounds", type=int, default=6, help="alternations of hcoll and gloo blocks")
+    ap.add_argument("--steps", type=int, default=20, help="steps per block")
+    ap.add_argument("--batch", type=int, default=32, help="rows per rank")
+    ap.add_argument("--port", type=int, default=0,
+                    help="gloo rendezvous TCP port on 127.0.0.1 (0: a file store in $TMPDIR)")
+    ap.add_argument("--quick", action="store_true", help="2 rounds of 5 steps (a smoke run)")
+    args = ap.parse_args()
+    if args.quick:
+        args.rounds, args.steps = 2, 5
+
+    hvd.init()
+    torch.set_num_threads(1)  # ranks share the cores; the same for both sides
+    rank, size = hvd.rank(), hvd.size()
+    if args.port:
+        init_method = f"tcp://127.0.0.1:{args.port}"
+    else:  # a fresh file store, named by rank 0: concurrent runs never collide on a port
+        path = None
+        if rank == 0:
+            fd, path = tempfile.mkstemp(prefix="torch_bench_gloo.")
+            os.close(fd)
+            os.unlink(path)
+        path = hvd.broadcast_object(path, root_rank=0)
+        init_method = f"file://{path}"
+    dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=size)
+    scenarios = build(args)
+    for s in scenarios:  # warm up both sides (DDP buckets, hcoll's response cache)
+        for _ in range(3):
+            s.hcoll_step()
+            s.gloo_step()
+    for _ in range(args.rounds):
+        for s in scenarios:
+            s.hcoll += [s.hcoll_step() for _ in range(args.steps)]
+            s.gloo += [s.gloo_step() for _ in range(args.steps)]
+    raw_us, py_us, raw_p10, py_p10 = submit_overhead(2000 if not args.quick else 200)
+
+    records = []
+    if rank == 0:
+        print(f"# {size} ranks, {args.rounds} rounds x {args.steps} steps, alternating; medians")
+        print(f"{'scenario':14s} {'hcoll (ms)':>11s} {'baseline (ms)':>14s} {'ratio':>7s} "
+              f"{'target':>7s}  baseline")
+    for s in scenarios:
+        h, g = statistics.median(s.hcoll) * 1e3, statistics.median(s.gloo) * 1e3
+        ratio = h / g
+        records.append({"section": "scenario", "name": s.name, "hcoll_us": h * 1e3,
+                        "baseline_us": g * 1e3, "baseline": s.baseline, "ratio": ratio,
+                        "target_ratio": TARGETS[s.name], "met": ratio <= TARGETS[s.name]})
+        if rank == 0:
+            print(f"{s.name:14s} {h:11.3f} {g:14.3f} {ratio:7.3f} {TARGETS[s.name]:7.2f}  "
+                  f"{s.baseline}")
+    records.append({"section": "submit", "name": "allreduce_submit", "c_call_us": raw_us,
+                    "python_us": py_us, "overhead_us": py_us - raw_us, "target_us": 8.0,
+                    "met": py_us - raw_us <= 8.0, "c_call_p10_us": raw_p10,
+                    "python_p10_us": py_p10, "overhead_p10_us": py_p10 - raw_p10})
+    if rank == 0:
+        print(f"submit: bare ctypes hcoll_allreduce {raw_us:.2f} us, hvd.allreduce_async_ "
+              f"{py_us:.2f} us: +{py_us - raw_us:.2f} us (target <= 8); 10th percentiles "
+              f"{raw_p10:.2f} / {py_p10:.2f} us: +{py_p10 - raw_p10:.2f} us")
+        with open(args.json, "w") as f:
+            json.dump({"ranks": size, "rounds": args.rounds, "steps": args.steps,
+                       "records": records}, f, indent=1)
+        print("wrote", args.json)
+    dist.destroy_process_group()
+    hvd.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
