@@ -184,9 +184,9 @@ TEST_CASE("stall: the warning names the idle rank among several", "[idle_named]"
   // As in [idle]: the idle rank lets the others finish their ~3 s stall before using the world.
   if (r == idle) std::this_thread::sleep_for(std::chrono::seconds(4));
   allreduceOk(world(), "world-after-idle-named-stall");
+  // The ranks that timed out told the idle rank: every destroy is immediate.
   const auto start = Clock::now();
   REQUIRE(hcoll_comm_destroy(c) == HCOLL_SUCCESS);
-  REQUIRE(secondsSince(start) < 8.0);
-  if (r != idle) std::this_thread::sleep_for(std::chrono::milliseconds(3500));
+  REQUIRE(secondsSince(start) < 1.0);
   allreduceOk(world(), "world-after-idle-named-destroy");
 }
