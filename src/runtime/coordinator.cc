@@ -212,6 +212,7 @@ void Coordinator::add(int rank, RequestList list, Clock::time_point now) {
     }
     if (spec.kind == OpKind::kJoin) {
       joined_[rank] = true;
+      // The wire decoder bounds the age (a year), so this cannot overflow the clock.
       joinedAt_[rank] = now - std::chrono::microseconds(spec.ageMicros);
     }
     if (!e.specs[rank]) ++e.count;

@@ -9,6 +9,8 @@
 namespace hcoll::runtime::wire {
 namespace {
 
+constexpr int64_t kMaxAgeMicros = 365ll * 24 * 3600 * 1000000;
+
 constexpr uint32_t kRequestMagic = 0x48435251;   // "HCRQ"
 constexpr uint32_t kResponseMagic = 0x48435253;  // "HCRS"
 
@@ -154,6 +156,9 @@ const char* getSpec(Reader& r, OpSpec* s) {
   if (!r.get(&autoNamed) || !r.get(&s->ageMicros)) return "truncated operation";
   if (autoNamed > 1) return "bad automatic-name flag";
   if (s->ageMicros < 0) return "negative age";
+  // A join pending longer than a year is not a real age; the bound keeps clock arithmetic with
+  // it (the coordinator subtracts it from a time point) far from overflow.
+  if (s->ageMicros > kMaxAgeMicros) return "join age out of range";
   s->autoNamed = autoNamed != 0;
   return nullptr;
 }
