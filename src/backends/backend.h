@@ -104,6 +104,9 @@ class Channel : public Collectives {
   enum class NoticeKind : uint8_t {
     kClosing = 1,  // the sender waits in its final round: idle members should join that round
     kGone = 2,     // the sender left the communicator for good: fail everything, join nothing
+    // kGone, and the sender gave up on a peer that stopped in the middle of an operation or did
+    // not answer its close: that peer may never finalize MPI either.
+    kGoneStuck = 3,
   };
   struct Notice {
     int rank = -1;

@@ -171,6 +171,8 @@ void Communicator::run() {
   std::optional<std::chrono::steady_clock::time_point> closeStarted;
   bool broken = false;     // stopped on a failure: submit() reports it from now on
   bool tellPeers = false;  // the failure is this rank's own: the peers must learn it
+  // A peer stopped mid-operation or never answered the close: it may never finalize MPI.
+  bool peerStuck = false;
   std::string leaver;      // a peer closed the communicator: who (for per-operation messages)
   while (true) {
     bool closing;
@@ -244,6 +246,7 @@ void Communicator::run() {
           "the communicator was closed locally: the other ranks did not close "
           "it in time");
       tellPeers = true;
+      peerStuck = true;
       break;
     }
     RoundResult round;
@@ -282,6 +285,7 @@ void Communicator::run() {
       }
       endStatus = executor.failure();
       broken = !closing;
+      peerStuck = !abort_.load();
       break;
     }
     productive = !round.responses.empty();
@@ -300,8 +304,11 @@ void Communicator::run() {
       break;
     }
   }
-  if (tellPeers) liveness_.announceGone(endStatus);
-  if (tellPeers || broken) gTroubled.store(true);
+  peerStuck = peerStuck || liveness_.stuckPeerReported();
+  if (tellPeers) liveness_.announceGone(endStatus, peerStuck);
+  // Only evidence that a peer may never finalize keeps MPI_Finalize from running at exit: peers
+  // that closed cleanly, or gave up on a stall (alive, just not submitting), finalize too.
+  if (peerStuck) gTroubled.store(true);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopped_ = true;

@@ -62,8 +62,9 @@ class Communicator {
 
   // hcoll_abort: tells the peers this rank is ending the job (best effort, bounded). Any thread.
   void announceAbort(const std::string& reason);
-  // Whether a communicator of this process stopped because a peer left or gave up, or gave up
-  // itself: MPI_Finalize, which waits for every peer, could then wait forever.
+  // Whether a communicator of this process saw a peer stop in the middle of an operation or not
+  // answer its close (or was told so by a peer), or this process aborted: MPI_Finalize, which
+  // waits for every peer, could then wait forever.
   static bool anyTroubled();
 
   // The communicator's stall shutdown time (0 = never): the initialize-time setting until

@@ -16,6 +16,7 @@ Status Liveness::poll() {
       joinRequested_ = true;
       continue;
     }
+    stuckPeerReported_ = notice.kind == backends::Channel::NoticeKind::kGoneStuck;
     gone_ = Status(notice.code, "rank " + std::to_string(notice.rank) +
                                     " gave up on the communicator: " + notice.text);
   }
@@ -39,10 +40,12 @@ void Liveness::announceClosing() {
   channel_.sendNotice(backends::Channel::NoticeKind::kClosing, Code::kShutDown, "closing");
 }
 
-void Liveness::announceGone(const Status& failure) {
+void Liveness::announceGone(const Status& failure, bool peerStuck) {
   if (announcedGone_) return;
   announcedGone_ = true;
-  channel_.sendNotice(backends::Channel::NoticeKind::kGone, failure.code(), failure.message());
+  channel_.sendNotice(peerStuck ? backends::Channel::NoticeKind::kGoneStuck
+                                : backends::Channel::NoticeKind::kGone,
+                      failure.code(), failure.message());
 }
 
 double Liveness::closeTimeoutSeconds() const {

@@ -37,7 +37,10 @@ class Liveness {
   // This rank waits in its final round: asks idle peers to join it.
   void announceClosing();
   // This rank gives up on the communicator (`failure` says why): peers fail everything too.
-  void announceGone(const Status& failure);
+  // `peerStuck`: it gave up on a peer that stopped mid-operation or never answered its close.
+  void announceGone(const Status& failure, bool peerStuck);
+  // A peer's notice said some member stopped mid-operation or never answered a close.
+  bool stuckPeerReported() const { return stuckPeerReported_; }
 
   double stallShutdownSeconds() const { return stallShutdown_.load(std::memory_order_relaxed); }
   void setStallShutdownSeconds(double s) { stallShutdown_.store(s, std::memory_order_relaxed); }
@@ -54,6 +57,7 @@ class Liveness {
   std::set<int> closingRanks_;
   Status gone_;
   bool joinRequested_ = false;
+  bool stuckPeerReported_ = false;
   bool announcedClosing_ = false;
   bool announcedGone_ = false;
 };

@@ -324,8 +324,9 @@ bool MpiChannel::pollNotice(Notice* out) {
     bool ours = n >= kNoticeHeader;
     if (ours) {
       std::memcpy(&id, noticeBuffer_.data(), 8);
-      ours = id == noticeId_ && (noticeBuffer_[8] == static_cast<uint8_t>(NoticeKind::kClosing) ||
-                                 noticeBuffer_[8] == static_cast<uint8_t>(NoticeKind::kGone));
+      ours = id == noticeId_ &&
+             noticeBuffer_[8] >= static_cast<uint8_t>(NoticeKind::kClosing) &&
+             noticeBuffer_[8] <= static_cast<uint8_t>(NoticeKind::kGoneStuck);
     }
     if (ours) {
       out->rank = status.MPI_SOURCE;
