@@ -34,12 +34,6 @@ void finalizeAtExit() {
   if (gOwnsMpi && safe) MPI_Finalize();
 }
 
-// Attributes of MPI_COMM_SELF are deleted first thing in MPI_Finalize (MPI-2, 8.7.1): the hook
-// that shuts hcoll down when the application finalizes MPI while hcoll is still initialized.
-int onSelfAttributeDelete(MPI_Comm, int, void*, void*) {
-  if (gBeforeFinalize != nullptr) (void)gBeforeFinalize();
-  return MPI_SUCCESS;
-}
 
 #if defined(MPICH_VERSION)
 constexpr const char* kBuiltAgainst = "MPICH " MPICH_VERSION;
@@ -173,14 +167,10 @@ Status createBackend(std::optional<int> worldHandle, bool (*beforeFinalize)(),
     gOwnsMpi = true;
   }
   // Always: a process that exits without hcoll_shutdown still announces its leave to its peers.
-  std::call_once(gAtExitOnce, [] {
-    std::atexit(finalizeAtExit);
-    int keyval = MPI_KEYVAL_INVALID;
-    if (MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, onSelfAttributeDelete, &keyval, nullptr) ==
-        MPI_SUCCESS) {
-      MPI_Comm_set_attr(MPI_COMM_SELF, keyval, nullptr);
-    }
-  });
+  // (No MPI_COMM_SELF attribute hook on the application's MPI_Finalize: MPICH runs attribute
+  // callbacks under its global lock, and shutting down there inverts the lock order with
+  // hcoll_initialize, which ThreadSanitizer reports. Shut hcoll down before MPI_Finalize.)
+  std::call_once(gAtExitOnce, [] { std::atexit(finalizeAtExit); });
   int provided = 0;
   MPI_Query_thread(&provided);
   if (provided < MPI_THREAD_MULTIPLE) {

@@ -9,9 +9,8 @@
 namespace hcoll::backends::mpi {
 
 // Initializes MPI with MPI_THREAD_MULTIPLE unless the application already did (then it must have
-// provided MPI_THREAD_MULTIPLE). `beforeFinalize` runs at process exit and when the application
-// finalizes MPI itself (hcoll must be shut down before MPI goes); it returns whether MPI may be
-// finalized. MPI initialized here is finalized at process exit (MPI cannot be initialized twice
+// provided MPI_THREAD_MULTIPLE). `beforeFinalize` runs at process exit (hcoll must be shut down
+// before MPI goes); it returns whether MPI may be finalized. MPI initialized here is finalized at process exit (MPI cannot be initialized twice
 // in one process) unless beforeFinalize said no: MPI_Finalize waits for every peer to finalize
 // too, and peers that left, gave up or are stuck may never do so. Skipping it makes the
 // launcher end the job (MPICH's hydra kills the other processes of a job when one exits without
