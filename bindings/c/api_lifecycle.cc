@@ -4,7 +4,6 @@
 
 #include <string>
 
-#include "backends/mpi/mpi_backend.h"
 #include "bindings/c/errors.h"
 #include "bindings/c/state.h"
 #include "hcoll/hcoll.h"
@@ -87,7 +86,7 @@ HCOLL_API const char* hcoll_version_string(void) {
 
 HCOLL_API int hcoll_nccl_built(void) { return HCOLL_WITH_NCCL; }
 
-HCOLL_API const char* hcoll_mpi_version(void) { return hcoll::backends::mpi::builtAgainst(); }
+HCOLL_API const char* hcoll_mpi_version(void) { return hcoll::runtime::Runtime::mpiVersion(); }
 
 HCOLL_API void hcoll_abort(const char* reason) {
   // Never returns; nothing to catch on the way out but a failure to format the reason.

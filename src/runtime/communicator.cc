@@ -257,6 +257,8 @@ void Communicator::run() {
       if (!liveness_.peerGone()) {
         log_->error("negotiation failed, communicator stops: {}", s.message());
         tellPeers = true;
+        // A close the peers did not answer within its bound: they may be stuck or gone.
+        peerStuck = closing && s.code() == Code::kShutDown;
       }
       endStatus = s;
       broken = !closing;

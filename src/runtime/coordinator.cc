@@ -9,12 +9,6 @@
 namespace hcoll::runtime {
 namespace {
 
-std::string rankList(const std::vector<int>& ranks) {
-  std::string s;
-  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
-  return s;
-}
-
 // The shortest text that reads back as exactly `x`: scale factors that differ only in their last
 // bits (1/3 computed in float on one rank, in double on another) must not print alike.
 std::string formatDouble(double x) {
@@ -276,7 +270,7 @@ Response Coordinator::validate(const std::string& name, const Entry& e) const {
   f.check("operation kind", [](const OpSpec& s) { return std::string(opKindName(s.kind)); });
   if (!f.found() && !joinedRanks.empty() && r0.kind != OpKind::kAllreduce &&
       r0.kind != OpKind::kBarrier) {
-    return fail("cannot run while rank(s) " + rankList(joinedRanks) + " have joined");
+    return fail("cannot run while rank(s) " + rankSequence(joinedRanks) + " have joined");
   }
   f.check("group size", [](const OpSpec& s) { return s.members.size(); });
   f.check("device", [](const OpSpec& s) {
@@ -298,7 +292,7 @@ Response Coordinator::validate(const std::string& name, const Entry& e) const {
       }
     }
     if (!refused.empty()) {
-      return fail("rank(s) " + rankList(refused) +
+      return fail("rank(s) " + rankSequence(refused) +
                   " called it with invalid arguments (their own error says which)");
     }
   }

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <vector>
+
+#include "runtime/types.h"
 
 namespace hcoll::runtime {
 
@@ -25,13 +28,8 @@ Status Liveness::poll() {
 
 std::string Liveness::closingRanksText() const {
   if (closingRanks_.empty()) return "another rank";
-  std::string s = closingRanks_.size() == 1 ? "rank " : "ranks ";
-  bool first = true;
-  for (int r : closingRanks_) {
-    s += (first ? "" : ", ") + std::to_string(r);
-    first = false;
-  }
-  return s;
+  const std::vector<int> ranks(closingRanks_.begin(), closingRanks_.end());
+  return (ranks.size() == 1 ? "rank " : "ranks ") + rankSequence(ranks);
 }
 
 void Liveness::announceClosing() {

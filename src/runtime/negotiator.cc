@@ -38,12 +38,6 @@ Abandoned& abandoned() {
   return *a;
 }
 
-std::string rankList(const std::vector<int>& ranks) {
-  std::string s = "[";
-  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
-  return s + "]";
-}
-
 }  // namespace
 
 Negotiator::Negotiator(backends::Channel& channel, const Config& config, Liveness& liveness,

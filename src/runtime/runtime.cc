@@ -210,6 +210,8 @@ Status Runtime::setTimeout(Communicator& comm, double seconds) {
   return Status::ok();
 }
 
+const char* Runtime::mpiVersion() { return backends::mpi::builtAgainst(); }
+
 void Runtime::abortJob(const std::string& reason) {
   logging::get("runtime")->critical("hcoll_abort: {}", reason);
   if (auto rt = current()) {

@@ -47,6 +47,8 @@ class Runtime {
   // hcoll_abort: logs `reason`, tells the peers of every communicator (best effort, bounded) and
   // ends the job. Works initialized or not.
   [[noreturn]] static void abortJob(const std::string& reason);
+  // The MPI the backend was built against, e.g. "MPICH 4.0.2" (static text; no MPI call).
+  static const char* mpiVersion();
   // Collective: drains and stops `comm` (not the world).
   Status destroy(const std::shared_ptr<Communicator>& comm);
 

@@ -53,12 +53,6 @@ std::vector<std::string> values(const std::vector<uint8_t>& bytes) {
   return out;
 }
 
-std::string rankList(const std::vector<int>& ranks) {
-  std::string s = "[";
-  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
-  return s + "]";
-}
-
 // Rank 0: "" when every rank agrees, else the message naming what differs.
 std::string compare(const std::vector<Setting>& mine,
                     const std::vector<std::vector<uint8_t>>& gathered) {

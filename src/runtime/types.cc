@@ -94,6 +94,14 @@ int64_t rowElements(const std::vector<int64_t>& shape) {
   return shape.size() <= 1 ? 1 : checkedProduct(shape.begin() + 1, shape.end());
 }
 
+std::string rankSequence(const std::vector<int>& ranks) {
+  std::string s;
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s;
+}
+
+std::string rankList(const std::vector<int>& ranks) { return "[" + rankSequence(ranks) + "]"; }
+
 std::string shapeString(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) {

@@ -50,6 +50,9 @@ inline int64_t scatterOffset(int64_t d0, int size, int r) {
   return static_cast<int64_t>(r) * (d0 / size) + (r < d0 % size ? r : d0 % size);
 }
 std::string shapeString(const std::vector<int64_t>& shape);
+// Ranks for messages: "0, 1, 3" and "[0, 1, 3]".
+std::string rankSequence(const std::vector<int>& ranks);
+std::string rankList(const std::vector<int>& ranks);
 
 // A caller's tensor as the core sees it: descriptor copied at submission, data borrowed.
 struct TensorDesc {
