@@ -65,11 +65,18 @@ bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
 
-hcoll_request_t allreduce(hcoll_comm_t comm, const char* name, std::vector<float>& data) {
+// Submits an in-place SUM allreduce of `data`; returns the call's status.
+hcoll_status_t submitAllreduce(hcoll_comm_t comm, const char* name, std::vector<float>& data,
+                               hcoll_request_t* req) {
   int64_t shape[1] = {static_cast<int64_t>(data.size())};
   hcoll_tensor_t t = {data.data(), HCOLL_FLOAT32, 1, shape, HCOLL_DEVICE_HOST, nullptr};
+  return hcoll_allreduce(comm, name, &t, &t, HCOLL_SUM, 1.0, 1.0, req);
+}
+
+// Submits one that must be accepted (a refusal is printed; the request is then null).
+hcoll_request_t allreduce(hcoll_comm_t comm, const char* name, std::vector<float>& data) {
   hcoll_request_t req = HCOLL_REQUEST_NULL;
-  hcoll_status_t s = hcoll_allreduce(comm, name, &t, &t, HCOLL_SUM, 1.0, 1.0, &req);
+  hcoll_status_t s = submitAllreduce(comm, name, data, &req);
   if (s != HCOLL_SUCCESS) {
     std::printf("rank %d: allreduce '%s' returned %s: %s\n", gRank, name,
                 hcoll_status_string(s), hcoll_last_error());
@@ -132,9 +139,7 @@ int shutdownWhileWaiting(hcoll_comm_t world) {
         "the message names rank 1 and the operation", message);
   hcoll_request_free(req);
   hcoll_request_t later = HCOLL_REQUEST_NULL;
-  int64_t shape[1] = {16};
-  hcoll_tensor_t t = {data.data(), HCOLL_FLOAT32, 1, shape, HCOLL_DEVICE_HOST, nullptr};
-  s = hcoll_allreduce(world, "after", &t, &t, HCOLL_SUM, 1.0, 1.0, &later);
+  s = submitAllreduce(world, "after", data, &later);
   check(s == HCOLL_ERR_SHUT_DOWN && contains(hcoll_last_error(), "rank 1"),
         "a later submission fails with SHUT_DOWN naming rank 1", hcoll_last_error());
   const auto closing = Clock::now();
@@ -193,10 +198,8 @@ int idlePeer(hcoll_comm_t world) {
   }
   std::this_thread::sleep_for(std::chrono::seconds(2));
   std::vector<float> data(16, 1.0f);
-  int64_t shape[1] = {16};
-  hcoll_tensor_t t = {data.data(), HCOLL_FLOAT32, 1, shape, HCOLL_DEVICE_HOST, nullptr};
   hcoll_request_t req;
-  hcoll_status_t s = hcoll_allreduce(world, "after-peer-left", &t, &t, HCOLL_SUM, 1, 1, &req);
+  hcoll_status_t s = submitAllreduce(world, "after-peer-left", data, &req);
   check(s == HCOLL_ERR_SHUT_DOWN && contains(hcoll_last_error(), "rank 1"),
         "the next submission fails with SHUT_DOWN naming rank 1", hcoll_last_error());
   hcoll_shutdown();
@@ -283,10 +286,8 @@ int setTimeout(hcoll_comm_t world, const std::string& doneFile) {
     check(std::ifstream(doneFile).good(), "rank 1 finished its check");
   } else {
     std::this_thread::sleep_for(std::chrono::seconds(4));
-    int64_t shape[1] = {16};
-    hcoll_tensor_t t = {data.data(), HCOLL_FLOAT32, 1, shape, HCOLL_DEVICE_HOST, nullptr};
     hcoll_request_t req;
-    s = hcoll_allreduce(world, "late", &t, &t, HCOLL_SUM, 1, 1, &req);
+    s = submitAllreduce(world, "late", data, &req);
     check(s == HCOLL_ERR_SHUT_DOWN && contains(hcoll_last_error(), "timed out"),
           "the idle peer learned of the timeout: its next submission fails", hcoll_last_error());
     std::ofstream(doneFile) << "done\n";

@@ -7,22 +7,13 @@
 #include <stdio.h>
 #include <string.h>
 
-static int failures = 0;
-#define CHECK(cond)                                                            \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                              \
-    }                                                                          \
-  } while (0)
+#include "dl_check.h"
 
 static void* open_global(const char* path) {
   void* h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
   if (h == NULL) fprintf(stderr, "dlopen(%s): %s\n", path, dlerror());
   return h;
 }
-
-#define SYM(handle, fn) ((__typeof__(&fn))dlsym(handle, #fn))
 
 int main(int argc, char** argv) {
   if (argc != 4) {

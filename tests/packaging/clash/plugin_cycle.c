@@ -8,16 +8,7 @@
 #include <hcoll/hcoll.h>
 #include <stdio.h>
 
-static int failures = 0;
-#define CHECK(cond)                                                            \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                              \
-    }                                                                          \
-  } while (0)
-
-#define SYM(handle, fn) ((__typeof__(&fn))dlsym(handle, #fn))
+#include "dl_check.h"
 
 /* One cycle on an open handle: initialize, allreduce, shutdown. */
 static int cycle(void* lib, int round) {
