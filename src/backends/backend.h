@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/status.h"
-#include "runtime/types.h"
+#include "common/status.h"
+#include "common/types.h"
 
 namespace hcoll::backends {
 
@@ -85,6 +85,8 @@ class Channel : public Collectives {
   // reducescatter (elements) may have: the runtime refuses bigger operations at submission.
   // allreduce and broadcast have no such limit (they are split into chunks).
   virtual size_t maxVectorCount() const { return SIZE_MAX; }
+  // Why maxVectorCount is what it is, for the message that refuses an operation over it.
+  virtual std::string maxVectorCountReason() const { return "the backend's limit"; }
   virtual void noteWaiting(uint64_t round) { (void)round; }
   virtual std::vector<int> peersWaiting(uint64_t round) {
     (void)round;
@@ -118,16 +120,25 @@ class Channel : public Collectives {
   virtual bool pollNotice(Notice* /*out*/) { return false; }
 };
 
-// Process-wide state of a backend (for MPI: the library's initialization).
+// Process-wide state of a backend (for MPI: the library's initialization; for loopback: the
+// ranks this process hosts as threads). Created through the registry (backends/registry.h).
 class Backend {
  public:
   virtual ~Backend() = default;
-  virtual int worldRank() const = 0;
   virtual int worldSize() const = 0;
-  // A channel over the world this backend was initialized with.
-  virtual Status world(std::unique_ptr<Channel>* out) = 0;
-  // A channel over a duplicate of an MPI communicator given by its Fortran handle.
-  virtual Status fromFortranHandle(int handle, std::unique_ptr<Channel>* out) = 0;
+  // The world ranks this process drives, ascending: its own rank for a backend with one rank
+  // per process (MPI), every rank for one that hosts them all in this process (loopback).
+  virtual std::vector<int> hostedRanks() const = 0;
+  // A channel over the world as seen by `rank`, one of hostedRanks(). Called once per hosted
+  // rank at initialize.
+  virtual Status world(int rank, std::unique_ptr<Channel>* out) = 0;
+  // A channel over a communicator of the backend's own transport that the application hands
+  // over by `handle` (MPI: a duplicate of the communicator whose Fortran handle it is).
+  virtual Status fromExternal(int64_t handle, std::unique_ptr<Channel>* out) {
+    (void)handle;
+    out->reset();
+    return Status(Code::kUnsupported, "this backend cannot adopt an external communicator");
+  }
 };
 
 }  // namespace hcoll::backends
