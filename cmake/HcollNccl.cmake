@@ -5,15 +5,6 @@
 # ships only the versioned libnccl.so.2. When it is set, NCCL is looked for there and nowhere else.
 # Versioned library names are accepted for the same reason (CUDA_HOME may be pip's nvidia/cu13).
 set(HCOLL_NCCL_ENABLED 0)
-# The backend's sources (kernels are compiled at run time with NVRTC: no CUDA compiler needed).
-set(HCOLL_NCCL_SOURCES
-  ${CMAKE_CURRENT_LIST_DIR}/../src/backends/nccl/cuda_event_api.cc
-  ${CMAKE_CURRENT_LIST_DIR}/../src/backends/nccl/nccl_backend.cc
-  ${CMAKE_CURRENT_LIST_DIR}/../src/backends/nccl/nccl_bootstrap.cc
-  ${CMAKE_CURRENT_LIST_DIR}/../src/backends/nccl/nccl_channel.cc
-  ${CMAKE_CURRENT_LIST_DIR}/../src/backends/nccl/nccl_kernels.cc
-  ${CMAKE_CURRENT_LIST_DIR}/../src/backends/nccl/nccl_types.cc
-  ${CMAKE_CURRENT_LIST_DIR}/../src/backends/nccl/stream_order.cc)
 
 if(NOT HCOLL_WITH_NCCL STREQUAL "OFF")
   set(_hcoll_cuda_roots "$ENV{CUDA_HOME}" /usr/local/cuda)
@@ -38,7 +29,7 @@ if(NOT HCOLL_WITH_NCCL STREQUAL "OFF")
                  PATH_SUFFIXES lib64 lib)
   endif()
   if(HCOLL_CUDA_INCLUDE_DIR AND HCOLL_NCCL_INCLUDE_DIR AND HCOLL_CUDART_LIBRARY AND HCOLL_NCCL_LIBRARY
-     AND HCOLL_NVRTC_LIBRARY AND HCOLL_NCCL_SOURCES)
+     AND HCOLL_NVRTC_LIBRARY)
     set(HCOLL_NCCL_ENABLED 1)
     message(STATUS "hcoll: NCCL backend ON (${HCOLL_NCCL_LIBRARY}, ${HCOLL_CUDART_LIBRARY})")
   elseif(HCOLL_WITH_NCCL STREQUAL "ON")
@@ -47,16 +38,3 @@ if(NOT HCOLL_WITH_NCCL STREQUAL "OFF")
     message(STATUS "hcoll: NCCL backend OFF (not found)")
   endif()
 endif()
-
-# Adds the backend to the object library `target`. The libraries are linked INTERFACE there (so
-# that the static archive's users get them) and PRIVATE into `shared`, which takes the objects
-# without linking the object library. Only cudart/nccl/nvrtc: never libcuda, so libhcoll still
-# loads on a machine without a driver (cudart then reports no device).
-function(hcoll_add_nccl_backend target shared)
-  target_sources(${target} PRIVATE ${HCOLL_NCCL_SOURCES})
-  # NCCL's folder first: a toolkit folder may hold an nccl.h of another version than NCCL_ROOT's.
-  target_include_directories(${target} SYSTEM PUBLIC ${HCOLL_NCCL_INCLUDE_DIR} ${HCOLL_CUDA_INCLUDE_DIR})
-  set(_libs ${HCOLL_NCCL_LIBRARY} ${HCOLL_CUDART_LIBRARY} ${HCOLL_NVRTC_LIBRARY})
-  target_link_libraries(${target} INTERFACE ${_libs})
-  target_link_libraries(${shared} PRIVATE ${_libs})
-endfunction()

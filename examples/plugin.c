@@ -13,7 +13,7 @@
 #define HCOLL_FUNCTIONS(X)                                                                     \
   X(hcoll_initialize) X(hcoll_shutdown) X(hcoll_is_initialized) X(hcoll_version)               \
   X(hcoll_status_string) X(hcoll_last_error) X(hcoll_nccl_built) X(hcoll_mpi_version)          \
-  X(hcoll_abort) X(hcoll_comm_world)                                                           \
+  X(hcoll_abort) X(hcoll_comm_world) X(hcoll_comm_world_of)                                    \
   X(hcoll_comm_split) X(hcoll_comm_create) X(hcoll_comm_from_mpi) X(hcoll_comm_destroy)        \
   X(hcoll_comm_rank) X(hcoll_comm_size) X(hcoll_comm_local_rank) X(hcoll_comm_local_size)      \
   X(hcoll_comm_stats) X(hcoll_comm_set_timeout) X(hcoll_allreduce) X(hcoll_grouped_allreduce)  \

@@ -5,7 +5,6 @@
 #include <numeric>
 #include <string>
 
-#include "backends/device.h"
 #include "bindings/c/errors.h"
 #include "bindings/c/state.h"
 #include "bindings/c/tensor_checks.h"
@@ -140,9 +139,7 @@ class Submission {
         return s;
       }
       if (op_->spec.device != kHostDevice) {  // the device backend may lack the type (int16)
-        backends::DeviceBackend* backend = backends::deviceBackend();
-        Status s = backend ? backend->checkReduction(op_->inputs[i].dtype) : Status::ok();
-        if (!s.isOk()) {
+        if (Status s = runtime::Runtime::checkDeviceReduction(op_->inputs[i].dtype); !s.isOk()) {
           return toC(
               Status(s.code(), std::string(function_) + ": " + ctx.where() + ": " + s.message()));
         }

@@ -104,7 +104,7 @@ HCOLL_API hcoll_status_t hcoll_comm_from_mpi(int mpi_comm_fint, hcoll_comm_t* ou
     if (hcoll_status_t s = requireRuntime("hcoll_comm_from_mpi", &rt); s != HCOLL_SUCCESS) return s;
     if (out == nullptr) return fail(HCOLL_ERR_INVALID_ARGUMENT, "hcoll_comm_from_mpi: out is NULL");
     std::shared_ptr<Communicator> comm;
-    hcoll::Status s = rt->fromMpi(mpi_comm_fint, &comm);
+    hcoll::Status s = rt->fromExternal(mpi_comm_fint, &comm);
     return publish("hcoll_comm_from_mpi", s, std::move(comm), out);
   });
 }

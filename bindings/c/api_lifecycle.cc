@@ -1,8 +1,8 @@
 // Lifecycle and library information.
 
-#include <atomic>
-
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "bindings/c/errors.h"
 #include "bindings/c/state.h"
@@ -11,8 +11,13 @@
 namespace hcoll::bindings {
 namespace {
 
-constexpr uint64_t kKnownInitFields = HCOLL_INIT_FIELD_MPI_COMM | HCOLL_INIT_FIELD_ALLOCATOR;
-std::atomic<uintptr_t> gWorldHandle{0};
+constexpr uint64_t kKnownInitFields =
+    HCOLL_INIT_FIELD_MPI_COMM | HCOLL_INIT_FIELD_ALLOCATOR | HCOLL_INIT_FIELD_BACKEND;
+// Handles of the world as seen by each rank this process hosts (hcoll_comm_world_of), in the
+// runtime's hostedRanks() order; written at initialize and shutdown, which are serialized.
+std::mutex gWorldsMutex;
+std::vector<int> gHostedRanks;
+std::vector<uintptr_t> gWorldHandles;
 
 hcoll_status_t initialize(const hcoll_init_params_t* params) {
   runtime::InitOptions options;
@@ -21,7 +26,16 @@ hcoll_status_t initialize(const hcoll_init_params_t* params) {
       return fail(HCOLL_ERR_INVALID_ARGUMENT,
                   "hcoll_initialize: params->mask has bits this library does not know");
     }
-    if (params->mask & HCOLL_INIT_FIELD_MPI_COMM) options.worldHandle = params->mpi_comm;
+    if (params->mask & HCOLL_INIT_FIELD_MPI_COMM) options.externalWorld = params->mpi_comm;
+    if (params->mask & HCOLL_INIT_FIELD_BACKEND) {
+      if (params->local_ranks < 0) {
+        return fail(HCOLL_ERR_INVALID_ARGUMENT, "hcoll_initialize: params->local_ranks is " +
+                                                    std::to_string(params->local_ranks) +
+                                                    ", it must be >= 0");
+      }
+      if (params->backend != nullptr) options.backend = params->backend;
+      options.localRanks = params->local_ranks;
+    }
     if (params->mask & HCOLL_INIT_FIELD_ALLOCATOR) {
       if (params->alloc == nullptr) {
         return fail(HCOLL_ERR_INVALID_ARGUMENT,
@@ -42,7 +56,11 @@ hcoll_status_t initialize(const hcoll_init_params_t* params) {
   }
   Status s = runtime::Runtime::initialize(options);
   if (!s.isOk()) return toC(Status(s.code(), "hcoll_initialize: " + s.message()));
-  gWorldHandle = commTable().insert(runtime::Runtime::current()->world());
+  auto rt = runtime::Runtime::current();
+  std::lock_guard<std::mutex> lock(gWorldsMutex);
+  gHostedRanks = rt->hostedRanks();
+  gWorldHandles.clear();
+  for (const auto& world : rt->worlds()) gWorldHandles.push_back(commTable().insert(world));
   return HCOLL_SUCCESS;
 }
 
@@ -64,7 +82,9 @@ HCOLL_API hcoll_status_t hcoll_shutdown(void) {
     // Communicator handles from this initialization become invalid. Request handles stay valid
     // until freed: a request pending at shutdown reports HCOLL_ERR_SHUT_DOWN from test/wait.
     commTable().clear();
-    gWorldHandle = 0;
+    std::lock_guard<std::mutex> lock(gWorldsMutex);
+    gHostedRanks.clear();
+    gWorldHandles.clear();
     return HCOLL_SUCCESS;
   });
 }
@@ -86,7 +106,10 @@ HCOLL_API const char* hcoll_version_string(void) {
 
 HCOLL_API int hcoll_nccl_built(void) { return HCOLL_WITH_NCCL; }
 
-HCOLL_API const char* hcoll_mpi_version(void) { return hcoll::runtime::Runtime::mpiVersion(); }
+HCOLL_API const char* hcoll_mpi_version(void) {
+  const char* version = hcoll::runtime::Runtime::backendVersion("mpi");
+  return version != nullptr ? version : "none (built without the mpi backend)";
+}
 
 HCOLL_API void hcoll_abort(const char* reason) {
   // Never returns; nothing to catch on the way out but a failure to format the reason.
@@ -99,8 +122,31 @@ HCOLL_API hcoll_status_t hcoll_comm_world(hcoll_comm_t* comm) {
     std::shared_ptr<hcoll::runtime::Runtime> rt;
     if (hcoll_status_t s = requireRuntime("hcoll_comm_world", &rt); s != HCOLL_SUCCESS) return s;
     if (comm == nullptr) return fail(HCOLL_ERR_INVALID_ARGUMENT, "hcoll_comm_world: comm is NULL");
-    *comm = toHandle(gWorldHandle.load());
+    std::lock_guard<std::mutex> lock(gWorldsMutex);
+    if (gWorldHandles.empty()) return fail(HCOLL_ERR_NOT_INITIALIZED, "hcoll_comm_world: hcoll is shutting down");
+    *comm = toHandle(gWorldHandles.front());
     return HCOLL_SUCCESS;
+  });
+}
+
+HCOLL_API hcoll_status_t hcoll_comm_world_of(int rank, hcoll_comm_t* comm) {
+  return guarded("hcoll_comm_world_of", [&] {
+    std::shared_ptr<hcoll::runtime::Runtime> rt;
+    if (hcoll_status_t s = requireRuntime("hcoll_comm_world_of", &rt); s != HCOLL_SUCCESS) return s;
+    if (comm == nullptr) {
+      return fail(HCOLL_ERR_INVALID_ARGUMENT, "hcoll_comm_world_of: comm is NULL");
+    }
+    std::lock_guard<std::mutex> lock(gWorldsMutex);
+    for (size_t i = 0; i < gHostedRanks.size() && i < gWorldHandles.size(); ++i) {
+      if (gHostedRanks[i] == rank) {
+        *comm = toHandle(gWorldHandles[i]);
+        return HCOLL_SUCCESS;
+      }
+    }
+    return fail(HCOLL_ERR_INVALID_ARGUMENT,
+                "hcoll_comm_world_of: rank " + std::to_string(rank) +
+                    " is not hosted by this process (it hosts " +
+                    hcoll::rankSequence(gHostedRanks) + ", backend " + rt->backendName() + ")");
   });
 }
 

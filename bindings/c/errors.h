@@ -7,7 +7,7 @@
 #include <string>
 
 #include "hcoll/hcoll.h"
-#include "runtime/status.h"
+#include "common/status.h"
 
 namespace hcoll::bindings {
 

@@ -2,9 +2,8 @@
 
 #include <cmath>
 
-#include "backends/device.h"
 #include "bindings/c/errors.h"
-#include "runtime/wire.h"
+#include "runtime/runtime.h"
 
 namespace hcoll::bindings {
 
@@ -46,13 +45,9 @@ hcoll_status_t checkTensor(const CheckContext& ctx, const hcoll_tensor_t* t, Ten
     return invalid(ctx, "device " + std::to_string(t->device) + " is neither HCOLL_DEVICE_HOST nor a CUDA ordinal");
   }
   if (t->device != HCOLL_DEVICE_HOST) {
-    backends::DeviceBackend* backend = backends::deviceBackend();
-    if (backend == nullptr || !backend->available()) {
-      return fail(HCOLL_ERR_UNSUPPORTED,
-                  std::string(ctx.function) + ": " + ctx.where() + ": CUDA tensors (device " +
-                      std::to_string(t->device) + ") need the NCCL backend" +
-                      (backend ? ", which found no usable CUDA device in this process"
-                               : ", which this build does not have"));
+    if (Status s = runtime::Runtime::checkDeviceMemory(t->device); !s.isOk()) {
+      return toC(Status(s.code(), std::string(ctx.function) + ": " + ctx.where() + ": " +
+                                      s.message()));
     }
   }
   out->data = t->data;
@@ -92,19 +87,19 @@ hcoll_status_t checkName(const char* function, const char* name) {
     return fail(HCOLL_ERR_INVALID_ARGUMENT,
                 std::string(function) + ": name is empty (pass NULL for an automatic name)");
   }
-  if (length > runtime::wire::kMaxNameLength) {
+  if (length > kMaxNameLength) {
     return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(function) + ": name is longer than " +
-                                                std::to_string(runtime::wire::kMaxNameLength) +
+                                                std::to_string(kMaxNameLength) +
                                                 " bytes");
   }
   return HCOLL_SUCCESS;
 }
 
 hcoll_status_t checkGroupSize(const char* function, int n, const void* ins) {
-  if (n < 1 || n > static_cast<int>(runtime::wire::kMaxMembers)) {
+  if (n < 1 || n > static_cast<int>(kMaxGroupMembers)) {
     return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(function) + ": n = " + std::to_string(n) +
                                                 " is outside [1, " +
-                                                std::to_string(runtime::wire::kMaxMembers) + "]");
+                                                std::to_string(kMaxGroupMembers) + "]");
   }
   if (ins == nullptr) return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(function) + ": tensor array is NULL");
   return HCOLL_SUCCESS;

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "hcoll/hcoll.h"
-#include "runtime/types.h"
+#include "common/types.h"
 
 namespace hcoll::bindings {
 

@@ -109,6 +109,7 @@ typedef void (*hcoll_free_fn)(void* ctx, int32_t device, void* ptr);
 
 #define HCOLL_INIT_FIELD_MPI_COMM (UINT64_C(1) << 0)  /* mpi_comm is set */
 #define HCOLL_INIT_FIELD_ALLOCATOR (UINT64_C(1) << 1) /* alloc, free and alloc_ctx are set */
+#define HCOLL_INIT_FIELD_BACKEND (UINT64_C(1) << 2)   /* backend and local_ranks are set */
 
 typedef struct hcoll_init_params {
   uint64_t mask; /* HCOLL_INIT_FIELD_* bits: which fields below are set */
@@ -116,6 +117,14 @@ typedef struct hcoll_init_params {
   hcoll_alloc_fn alloc;
   hcoll_free_fn free;
   void* alloc_ctx; /* passed back to alloc and free */
+  /* The host backend: "mpi" (one rank per process, started by mpiexec; the default) or
+   * "loopback" (every rank in this process, one thread per rank, over shared memory: for tests
+   * and single-node tools). NULL: HCOLL_BACKEND, else "mpi". */
+  const char* backend;
+  /* Ranks this process hosts: loopback's world size (0: HCOLL_LOOPBACK_SIZE, else 1); must be
+   * 0 or 1 for mpi. Each hosted rank is driven through its own world handle
+   * (hcoll_comm_world_of). */
+  int32_t local_ranks;
 } hcoll_init_params_t;
 
 #define HCOLL_COMM_STATS_FIELD_CYCLES (UINT64_C(1) << 0)
@@ -163,8 +172,10 @@ typedef struct hcoll_op_options {
  * HCOLL_CACHE_CAPACITY, HCOLL_STALL_SHUTDOWN_TIME_SECONDS, the library version) are compared over
  * the world: if they differ, initialize fails on every rank with INVALID_ARGUMENT naming the
  * variable, the values and the ranks.
+ * The backend (params->backend, else HCOLL_BACKEND, else "mpi") decides where ranks live: the
+ * loopback backend hosts every rank in this process and initializes no MPI.
  * Returns SUCCESS, INVALID_ARGUMENT (already initialized, bad params, bad environment, settings
- * that differ across ranks), UNSUPPORTED (MPI thread level too low; another MPI than
+ * that differ across ranks, a backend this build lacks), UNSUPPORTED (MPI thread level too low; another MPI than
  * hcoll_mpi_version() is loaded in the process), BACKEND. */
 HCOLL_API hcoll_status_t hcoll_initialize(const hcoll_init_params_t* params);
 
@@ -219,6 +230,14 @@ HCOLL_API void hcoll_abort(const char* reason);
 /* [out] comm: the world communicator (owned by the runtime; destroying it is an error).
  * Returns SUCCESS, INVALID_ARGUMENT, NOT_INITIALIZED. */
 HCOLL_API hcoll_status_t hcoll_comm_world(hcoll_comm_t* comm);
+
+/* [out] comm: the world communicator as seen by world rank `rank`, which this process must host:
+ * with one rank per process (mpi) that is its own rank, and the handle is hcoll_comm_world's;
+ * with several (loopback, HCOLL_INIT_FIELD_BACKEND) any rank in [0, local ranks), each driven by
+ * its own thread: collectives on it act as that rank. hcoll_comm_world gives rank 0's there.
+ * Returns SUCCESS, INVALID_ARGUMENT (comm NULL, a rank this process does not host),
+ * NOT_INITIALIZED. */
+HCOLL_API hcoll_status_t hcoll_comm_world_of(int rank, hcoll_comm_t* comm);
 
 /* Splits `parent` like MPI_Comm_split: ranks with the same color form a communicator, ordered by
  * key then parent rank. color HCOLL_UNDEFINED (or any negative color) gives *out = NULL. Blocks.

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/status.h"
-#include "runtime/types.h"
+#include "common/status.h"
+#include "common/types.h"
 
 namespace hcoll::backends {
 
@@ -85,6 +85,8 @@ class Channel : public Collectives {
   // reducescatter (elements) may have: the runtime refuses bigger operations at submission.
   // allreduce and broadcast have no such limit (they are split into chunks).
   virtual size_t maxVectorCount() const { return SIZE_MAX; }
+  // Why maxVectorCount is what it is, for the message that refuses an operation over it.
+  virtual std::string maxVectorCountReason() const { return "the backend's limit"; }
   virtual void noteWaiting(uint64_t round) { (void)round; }
   virtual std::vector<int> peersWaiting(uint64_t round) {
     (void)round;
@@ -119,35 +121,20 @@ class Channel : public Collectives {
 };
 
 // Process-wide state of a backend (for MPI: the library's initialization; for loopback: the
-// ranks this process hosts as threads).
-//
-// Transitional: hostedRanks/world(rank)/fromExternal are the interface the backend registry uses
-// (issue 12); their defaults map onto the one-rank-per-process methods below, which the MPI
-// backend still implements. The registry's version of this class drops those.
+// ranks this process hosts as threads). Created through the registry (backends/registry.h).
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual int worldSize() const = 0;
   // The world ranks this process drives, ascending: its own rank for a backend with one rank
   // per process (MPI), every rank for one that hosts them all in this process (loopback).
-  virtual std::vector<int> hostedRanks() const { return {worldRank()}; }
-  // A channel over the world as seen by `rank`, one of hostedRanks().
-  virtual Status world(int rank, std::unique_ptr<Channel>* out) {
-    if (rank != worldRank()) {
-      return invalidArgument("rank " + std::to_string(rank) + " is not hosted here");
-    }
-    return world(out);
-  }
+  virtual std::vector<int> hostedRanks() const = 0;
+  // A channel over the world as seen by `rank`, one of hostedRanks(). Called once per hosted
+  // rank at initialize.
+  virtual Status world(int rank, std::unique_ptr<Channel>* out) = 0;
   // A channel over a communicator of the backend's own transport that the application hands
   // over by `handle` (MPI: a duplicate of the communicator whose Fortran handle it is).
   virtual Status fromExternal(int64_t handle, std::unique_ptr<Channel>* out) {
-    return fromFortranHandle(static_cast<int>(handle), out);
-  }
-
-  // One rank per process (what the runtime calls until the registry lands).
-  virtual int worldRank() const { return 0; }
-  virtual Status world(std::unique_ptr<Channel>* out) { return world(worldRank(), out); }
-  virtual Status fromFortranHandle(int handle, std::unique_ptr<Channel>* out) {
     (void)handle;
     out->reset();
     return Status(Code::kUnsupported, "this backend cannot adopt an external communicator");

@@ -3,12 +3,8 @@
 #include <atomic>
 #include <cstring>
 
+#include "backends/registry.h"
 #include "fusion/pack.h"
-#include "hcoll/config.h"
-
-#if HCOLL_WITH_NCCL
-#include "backends/nccl/nccl_backend.h"
-#endif
 
 namespace hcoll::backends {
 namespace {
@@ -51,11 +47,14 @@ DeviceBackend* setDeviceBackendForTesting(DeviceBackend* backend) {
 
 DeviceBackend* deviceBackend() {
   if (DeviceBackend* b = gTestBackend.load()) return b;
-#if HCOLL_WITH_NCCL
-  return nccl::ncclDeviceBackend();
-#else
-  return nullptr;
-#endif
+  // The first backend of the build that serves CUDA memory (the registry is built in order).
+  static DeviceBackend* const kBuilt = [] {
+    for (const BackendInfo* info : registeredBackends()) {
+      if ((info->memory & kCudaMemory) != 0 && info->device != nullptr) return info->device();
+    }
+    return static_cast<DeviceBackend*>(nullptr);
+  }();
+  return kBuilt;
 }
 
 }  // namespace hcoll::backends

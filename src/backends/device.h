@@ -9,8 +9,8 @@
 #include <memory>
 
 #include "backends/backend.h"
-#include "runtime/status.h"
-#include "runtime/types.h"
+#include "common/status.h"
+#include "common/types.h"
 
 namespace hcoll::backends {
 

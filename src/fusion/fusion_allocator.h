@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/status.h"
+#include "common/status.h"
 
 namespace hcoll::fusion {
 

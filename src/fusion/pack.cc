@@ -5,7 +5,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "runtime/half.h"
+#include "common/half.h"
 
 namespace hcoll::fusion {
 namespace {

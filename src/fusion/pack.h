@@ -5,7 +5,7 @@
 
 #include <cstddef>
 
-#include "runtime/types.h"
+#include "common/types.h"
 
 namespace hcoll::fusion {
 

@@ -63,11 +63,8 @@ Status checkBackendLimits(const LocalOp& op, const backends::Channel& channel) {
   if (part <= limit) return Status::ok();
   return Status(Code::kUnsupported,
                 std::string(opKindName(op.spec.kind)) + " of " + std::to_string(part) + " " + unit +
-                    " on this rank: this build's MPI has no MPI-4 large-count calls, so "
-                    "one rank's part is limited to " +
-                    std::to_string(limit) + " " + unit +
-                    " (split the tensor, or build hcoll against an MPI-4 library such as "
-                    "MPICH 4)");
+                    " on this rank: one rank's part is limited to " + std::to_string(limit) +
+                    " " + unit + " (split the tensor): " + channel.maxVectorCountReason());
 }
 
 }  // namespace

@@ -18,7 +18,7 @@
 #include "runtime/flight_recorder.h"
 #include "runtime/liveness.h"
 #include "runtime/local_op.h"
-#include "runtime/logging.h"
+#include "common/logging.h"
 #include "runtime/stats.h"
 #include "runtime/timeline.h"
 

@@ -71,6 +71,7 @@ Status Config::fromEnvironment(Config* out) {
     }
     c.flightRecorderPath = path;
   }
+  if (const char* v = std::getenv("HCOLL_BACKEND")) c.backend = v;  // checked against the registry
   if (const char* v = std::getenv("HCOLL_LOG_LEVEL"); v != nullptr && *v != '\0') {
     std::string level = v;
     static const char* const kLevels[] = {"trace", "debug", "info", "warning", "error", "off"};

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/status.h"
+#include "common/status.h"
 
 namespace hcoll::runtime {
 
@@ -20,6 +20,7 @@ struct Config {
   std::string timelinePath;            // HCOLL_TIMELINE
   std::string flightRecorderPath;      // HCOLL_FLIGHT_RECORDER: dumps go to <path>.<world rank>
   std::string logLevel = "warning";    // HCOLL_LOG_LEVEL
+  std::string backend;                 // HCOLL_BACKEND: host backend by name; "" = the default
 
   // Reads the environment; a malformed value is an INVALID_ARGUMENT naming the variable.
   static Status fromEnvironment(Config* out);

@@ -1,5 +1,6 @@
 #include "runtime/coordinator.h"
 
+#include "common/op_traits.h"
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -78,8 +79,7 @@ bool addFits(int64_t a, int64_t b, int64_t* sum) {
 // coordinator indexes into it. The C API guarantees all of it, so a violation means a broken or
 // foreign peer; the wire decoder has already bounded dims, counts and scales. Returns "" if fine.
 std::string malformation(const OpSpec& s, int size) {
-  const bool needsRows = s.kind == OpKind::kAllgather || s.kind == OpKind::kAlltoall ||
-                         s.kind == OpKind::kReducescatter;
+  const bool needsRows = traitsOf(s.kind).needsRows;
   if (needsRows) {
     for (size_t m = 0; m < s.members.size(); ++m) {
       if (s.members[m].shape.empty()) return "member " + std::to_string(m) + " is 0-d";
@@ -276,8 +276,7 @@ Response Coordinator::validate(const std::string& name, const Entry& e) const {
   f.check("device", [](const OpSpec& s) {
     return std::string(s.device == kHostDevice ? "host" : "cuda");
   });
-  bool reduces = r0.kind == OpKind::kAllreduce || r0.kind == OpKind::kReducescatter;
-  if (reduces) {
+  if (traitsOf(r0.kind).reduces) {
     f.check("reduce op", [](const OpSpec& s) { return std::string(reduceOpName(s.op)); });
     f.check("prescale factor", [](const OpSpec& s) { return s.prescale; });
     f.check("postscale factor", [](const OpSpec& s) { return s.postscale; });
@@ -299,7 +298,7 @@ Response Coordinator::validate(const std::string& name, const Entry& e) const {
   if (r0.kind == OpKind::kCommCreate) {
     f.check("rank list", [](const OpSpec& s) { return describeRanks(s.ranks); });
   }
-  bool dim0Varies = r0.kind == OpKind::kAllgather || r0.kind == OpKind::kAlltoall;
+  const bool dim0Varies = traitsOf(r0.kind).dim0Varies;
   for (size_t m = 0; m < r0.members.size() && !f.found(); ++m) {
     std::string of = r0.members.size() > 1 ? " of member " + std::to_string(m) : "";
     f.check("dtype" + of, [m](const OpSpec& s) { return std::string(dataTypeName(s.members[m].dtype)); });
@@ -321,14 +320,12 @@ Response Coordinator::validate(const std::string& name, const Entry& e) const {
     }
     if (std::string why = assembledOverLimit(e.specs, r0, maxVectorCount_); !why.empty()) {
       return fail(why + ", more than the " + std::to_string(maxVectorCount_) +
-                      " this build's MPI can move to one rank (it has no MPI-4 large-count "
-                      "calls; an MPI-4 library such as MPICH 4 has no such limit)",
+                      " the backend can move to one rank: " + maxVectorCountReason_,
                   Code::kUnsupported);
     }
   }
   Response made = makeResponse(e);
-  if (r0.kind == OpKind::kAllgather || r0.kind == OpKind::kAlltoall ||
-      r0.kind == OpKind::kReducescatter) {
+  if (traitsOf(r0.kind).needsRows) {
     // Also reached only without joined ranks: every spec is present.
     if (std::string why = outputSizeMismatch(made, e.specs, size_); !why.empty()) return fail(why);
   }

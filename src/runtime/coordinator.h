@@ -20,9 +20,11 @@ class Coordinator {
 
   // `maxVectorCount`: the backend's limit on one rank's part of a v-collective
   // (backends::Channel::maxVectorCount), checked on the assembled outputs.
-  explicit Coordinator(int size, size_t maxVectorCount = SIZE_MAX)
+  explicit Coordinator(int size, size_t maxVectorCount = SIZE_MAX,
+                       std::string maxVectorCountReason = "the backend's limit")
       : size_(size),
         maxVectorCount_(maxVectorCount),
+        maxVectorCountReason_(std::move(maxVectorCountReason)),
         joined_(static_cast<size_t>(size), false),
         joinedAt_(joined_.size()) {}
 
@@ -58,6 +60,7 @@ class Coordinator {
 
   int size_;
   size_t maxVectorCount_;
+  std::string maxVectorCountReason_;
   uint64_t nextOrder_ = 0;
   std::unordered_map<std::string, Entry> table_;
   std::vector<bool> joined_;

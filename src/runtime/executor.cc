@@ -1,5 +1,6 @@
 #include "runtime/executor.h"
 
+#include "common/op_traits.h"
 #include <algorithm>
 #include <cstring>
 #include <mutex>
@@ -39,20 +40,11 @@ struct Executor::Plane {
 
 namespace {
 
-bool reduces(OpKind k) {
-  return k == OpKind::kAllreduce || k == OpKind::kReducescatter;
-}
-
-bool isFusibleKind(OpKind k) {
-  return k == OpKind::kAllreduce || k == OpKind::kAllgather || k == OpKind::kBroadcast ||
-         k == OpKind::kReducescatter;
-}
-
 // Whether two ready operations may share backend calls.
 bool sameFusionKey(const OpSpec& a, const OpSpec& b) {
   // Responses carry rank 0's spec, so comparing devices gives the same runs on every rank.
   if (a.kind != b.kind || a.device != b.device) return false;
-  if (reduces(a.kind)) {
+  if (traitsOf(a.kind).reduces) {
     return a.op == b.op && a.prescale == b.prescale && a.postscale == b.postscale;
   }
   if (a.kind == OpKind::kBroadcast) return a.root == b.root;
@@ -296,7 +288,7 @@ void Executor::execute(const std::vector<ResponsePtr>& responses, PendingOps& pe
       ++i;
       continue;
     }
-    if (isFusibleKind(r.spec.kind)) {
+    if (traitsOf(r.spec.kind).fusible) {
       std::vector<const Response*> run{&r};
       while (++i < responses.size() && responses[i]->error == Code::kSuccess &&
              sameFusionKey(responses[i]->spec, r.spec)) {
@@ -378,7 +370,7 @@ void Executor::runFusible(const std::vector<const Response*>& run, PendingOps& p
   auto byDtype = [](const Item& a, const Item& b) { return a.dtype() < b.dtype(); };
   // A fusion buffer holds one dtype: group members by dtype (usually they already are, and
   // stable_sort would allocate a temporary copy of every item even then).
-  if (reduces(kind) && !std::is_sorted(items.begin(), items.end(), byDtype)) {
+  if (traitsOf(kind).reduces && !std::is_sorted(items.begin(), items.end(), byDtype)) {
     std::stable_sort(items.begin(), items.end(), byDtype);
   }
 
@@ -414,7 +406,7 @@ void Executor::runFusible(const std::vector<const Response*>& run, PendingOps& p
   for (const Item& it : items) {
     size_t bytes = itemBytes(it);
     bool fits = batchBytes + bytes <= threshold &&
-                (batch.empty() || !reduces(kind) || batch[0].dtype() == it.dtype());
+                (batch.empty() || !traitsOf(kind).reduces || batch[0].dtype() == it.dtype());
     if (!fits) flush();
     batch.push_back(it);
     batchBytes += bytes;

@@ -14,7 +14,7 @@
 #include "runtime/config.h"
 #include "runtime/liveness.h"
 #include "runtime/local_op.h"
-#include "runtime/logging.h"
+#include "common/logging.h"
 #include "runtime/message.h"
 #include "runtime/stats.h"
 #include "runtime/timeline.h"

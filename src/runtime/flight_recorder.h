@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "runtime/message.h"
-#include "runtime/status.h"
+#include "common/status.h"
 
 namespace spdlog {
 class logger;

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <vector>
 
-#include "runtime/types.h"
+#include "common/types.h"
 
 namespace hcoll::runtime {
 

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "backends/backend.h"
-#include "runtime/status.h"
+#include "common/status.h"
 
 namespace hcoll::runtime {
 

@@ -12,7 +12,7 @@
 #include "backends/device.h"
 #include "runtime/message.h"
 #include "runtime/request.h"
-#include "runtime/types.h"
+#include "common/types.h"
 
 namespace hcoll::runtime {
 

@@ -1,5 +1,7 @@
 #include "runtime/message.h"
 
+#include "common/op_traits.h"
+
 namespace hcoll::runtime {
 
 bool OpSpec::operator==(const OpSpec& o) const {
@@ -11,21 +13,13 @@ bool OpSpec::operator==(const OpSpec& o) const {
 }
 
 bool Response::cacheable() const {
-  if (error != Code::kSuccess) return false;
-  switch (spec.kind) {
-    case OpKind::kAllreduce: case OpKind::kAllgather: case OpKind::kBroadcast:
-    case OpKind::kAlltoall: case OpKind::kReducescatter:
-      return true;
-    default:
-      return false;
-  }
+  return error == Code::kSuccess && traitsOf(spec.kind).cacheable;
 }
 
 std::string Response::malformation(int size) const {
   if (error != Code::kSuccess) return "";  // only the name is used to fail the operation
   const auto n = static_cast<size_t>(size);
-  const bool needsRows = spec.kind == OpKind::kAllgather || spec.kind == OpKind::kAlltoall ||
-                         spec.kind == OpKind::kReducescatter;
+  const bool needsRows = traitsOf(spec.kind).needsRows;
   for (const MemberSpec& m : spec.members) {
     if (needsRows && m.shape.empty()) return "a member is 0-d";
   }
@@ -58,7 +52,7 @@ bool Response::matchesLocal(const OpSpec& local, int rank, int size) const {
     const MemberSpec& a = local.members[m];
     const MemberSpec& b = s.members[m];
     if (a.dtype != b.dtype || a.shape.size() != b.shape.size()) return false;
-    bool dim0Varies = s.kind == OpKind::kAllgather || s.kind == OpKind::kAlltoall;
+    const bool dim0Varies = traitsOf(s.kind).dim0Varies;
     for (size_t d = dim0Varies ? 1 : 0; d < a.shape.size(); ++d) {
       if (a.shape[d] != b.shape[d]) return false;
     }

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/status.h"
-#include "runtime/types.h"
+#include "common/status.h"
+#include "common/types.h"
 
 namespace hcoll::runtime {
 

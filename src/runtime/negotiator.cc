@@ -52,7 +52,8 @@ Negotiator::Negotiator(backends::Channel& channel, const Config& config, Livenes
       lastInspection_(Clock::now()),
       recorder_(recorder) {
   if (channel_.rank() == 0) {
-    coordinator_ = std::make_unique<Coordinator>(channel_.size(), channel_.maxVectorCount());
+    coordinator_ = std::make_unique<Coordinator>(channel_.size(), channel_.maxVectorCount(),
+                                                 channel_.maxVectorCountReason());
   }
 }
 

@@ -15,7 +15,7 @@
 #include "runtime/flight_recorder.h"
 #include "runtime/liveness.h"
 #include "runtime/local_op.h"
-#include "runtime/logging.h"
+#include "common/logging.h"
 #include "runtime/response_cache.h"
 
 namespace hcoll::runtime {

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/status.h"
-#include "runtime/types.h"
+#include "common/status.h"
+#include "common/types.h"
 
 namespace hcoll::backends {
 class Channel;

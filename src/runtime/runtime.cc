@@ -1,13 +1,16 @@
 #include "runtime/runtime.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <cstdio>
 #include <limits>
 
-#include "backends/mpi/mpi_backend.h"
+#include "backends/device.h"
+#include "backends/registry.h"
+#include "common/logging.h"
 #include "fusion/fusion_allocator.h"
 #include "runtime/flight_recorder.h"
-#include "runtime/logging.h"
 #include "runtime/output_pool.h"
 #include "runtime/settings_check.h"
 
@@ -17,6 +20,8 @@ namespace {
 std::mutex gLifecycleMutex;  // serializes initialize and shutdown
 std::shared_ptr<Runtime> gRuntime;
 std::mutex gCurrentMutex;  // guards the gRuntime pointer itself
+// The backend of the current (or last) runtime: hcoll_abort ends the job through it.
+std::atomic<const backends::BackendInfo*> gBackendInfo{nullptr};
 
 // Runs at process exit and at the application's MPI_Finalize: shuts hcoll down (so that peers
 // learn this rank leaves) and says whether finalizing MPI is safe, i.e. no communicator of this
@@ -40,23 +45,47 @@ Status Runtime::initialize(const InitOptions& options) {
   std::shared_ptr<Runtime> rt(new Runtime());
   HCOLL_RETURN_IF_ERROR(Config::fromEnvironment(&rt->config_));
   rt->outputs_ = options.outputs;
-  HCOLL_RETURN_IF_ERROR(
-      backends::mpi::createBackend(options.worldHandle, shutdownBeforeFinalize, &rt->backend_));
-  logging::configure(rt->config_.logLevel, rt->backend_->worldRank());
-  FlightRecorder::configure(rt->config_.flightRecorderPath, rt->backend_->worldRank());
+  const std::string name = !options.backend.empty() ? options.backend : rt->config_.backend;
+  const backends::BackendInfo* info =
+      name.empty() ? &backends::defaultHostBackend() : backends::findBackend(name);
+  if (info == nullptr || info->create == nullptr || (info->memory & backends::kHostMemory) == 0) {
+    return invalidArgument("no host backend called '" + name + "' in this build (it has: " +
+                           backends::backendNames(backends::kHostMemory) +
+                           "; set by HCOLL_BACKEND or the init parameters)");
+  }
+  backends::BackendOptions backendOptions;
+  backendOptions.externalWorld = options.externalWorld;
+  backendOptions.localRanks = options.localRanks;
+  backendOptions.beforeExit = shutdownBeforeFinalize;
+  HCOLL_RETURN_IF_ERROR(info->create(backendOptions, &rt->backend_));
+  gBackendInfo = info;
+  rt->backendName_ = info->name;
+  rt->hostedRanks_ = rt->backend_->hostedRanks();
+  const int firstRank = rt->hostedRanks_.front();
+  logging::configure(rt->config_.logLevel, firstRank);
+  FlightRecorder::configure(rt->config_.flightRecorderPath, firstRank);
   fusion::FusionAllocator::instance().setThreshold(rt->config_.fusionThresholdBytes);
   if (!rt->config_.timelinePath.empty()) {
-    HCOLL_RETURN_IF_ERROR(Timeline::open(rt->config_.timelinePath, rt->backend_->worldRank(),
+    HCOLL_RETURN_IF_ERROR(Timeline::open(rt->config_.timelinePath, firstRank,
                                          rt->backend_->worldSize(), &rt->timeline_));
   }
-  std::unique_ptr<backends::Channel> channel;
-  HCOLL_RETURN_IF_ERROR(rt->backend_->world(&channel));
-  HCOLL_RETURN_IF_ERROR(agreeOnSettings(*channel, &rt->config_));
+  std::vector<std::unique_ptr<backends::Channel>> channels(rt->hostedRanks_.size());
+  for (size_t i = 0; i < channels.size(); ++i) {
+    HCOLL_RETURN_IF_ERROR(rt->backend_->world(rt->hostedRanks_[i], &channels[i]));
+  }
+  // Ranks hosted by one process read one environment: only ranks in other processes can differ.
+  if (channels.size() == 1) HCOLL_RETURN_IF_ERROR(agreeOnSettings(*channels[0], &rt->config_));
   fusion::FusionAllocator::instance().setThreshold(rt->config_.fusionThresholdBytes);
-  HCOLL_RETURN_IF_ERROR(rt->adopt(std::move(channel), &rt->world_));
-  logging::get("runtime")->info("initialized: {} ranks, fusion threshold {} bytes, cache {}",
-                                rt->world_->size(), rt->config_.fusionThresholdBytes,
-                                rt->config_.cacheCapacity);
+  for (auto& channel : channels) {
+    std::shared_ptr<Communicator> world;
+    HCOLL_RETURN_IF_ERROR(rt->adopt(std::move(channel), &world));
+    rt->worlds_.push_back(std::move(world));
+  }
+  logging::get("runtime")->info(
+      "initialized: backend {}, {} ranks ({} in this process), fusion threshold {} bytes, "
+      "cache {}",
+      info->name, rt->backend_->worldSize(), rt->worlds_.size(),
+      rt->config_.fusionThresholdBytes, rt->config_.cacheCapacity);
   std::lock_guard<std::mutex> lock(gCurrentMutex);
   gRuntime = std::move(rt);
   return Status::ok();
@@ -109,7 +138,10 @@ Status Runtime::adopt(std::unique_ptr<backends::Channel> channel,
   int timelineTrack = -1;
   if (timeline_) {
     timelineTrack =
-        timeline_->registerCommunicator(std::string(world_ ? "communicator" : "world") + " (" +
+        timeline_->registerCommunicator(std::string(worlds_.size() < hostedRanks_.size()
+                                                        ? "world"
+                                                        : "communicator") +
+                                        " (" +
                                         std::to_string(channel->size()) + " ranks)");
   }
   auto comm =
@@ -164,9 +196,9 @@ Status Runtime::refuseCommOp(Communicator& parent, OpKind kind, Status why) {
   return why;
 }
 
-Status Runtime::fromMpi(int handle, std::shared_ptr<Communicator>* out) {
+Status Runtime::fromExternal(int64_t handle, std::shared_ptr<Communicator>* out) {
   std::unique_ptr<backends::Channel> channel;
-  HCOLL_RETURN_IF_ERROR(backend_->fromFortranHandle(handle, &channel));
+  HCOLL_RETURN_IF_ERROR(backend_->fromExternal(handle, &channel));
   return adopt(std::move(channel), out);
 }
 
@@ -210,7 +242,25 @@ Status Runtime::setTimeout(Communicator& comm, double seconds) {
   return Status::ok();
 }
 
-const char* Runtime::mpiVersion() { return backends::mpi::builtAgainst(); }
+const char* Runtime::backendVersion(const char* name) {
+  const backends::BackendInfo* info = backends::findBackend(name);
+  return info != nullptr && info->transportVersion != nullptr ? info->transportVersion() : nullptr;
+}
+
+Status Runtime::checkDeviceMemory(int32_t device) {
+  backends::DeviceBackend* backend = backends::deviceBackend();
+  if (backend != nullptr && backend->available()) return Status::ok();
+  return Status(Code::kUnsupported,
+                "CUDA tensors (device " + std::to_string(device) + ") need a device backend" +
+                    (backend ? ", and the one built found no usable CUDA device in this process"
+                             : ", which this build does not have (built: " +
+                                   backends::backendNames(backends::kCudaMemory | backends::kHostMemory) + ")"));
+}
+
+Status Runtime::checkDeviceReduction(DataType dtype) {
+  backends::DeviceBackend* backend = backends::deviceBackend();
+  return backend != nullptr ? backend->checkReduction(dtype) : Status::ok();
+}
 
 void Runtime::abortJob(const std::string& reason) {
   logging::get("runtime")->critical("hcoll_abort: {}", reason);
@@ -226,11 +276,18 @@ void Runtime::abortJob(const std::string& reason) {
     for (auto& c : live) c->announceAbort(reason);
   }
   logging::get("runtime")->flush();
-  backends::mpi::abortJob(1);
+  // The backend of the runtime that was initialized last, else the default one (hcoll_abort
+  // works uninitialized too: it must still end an MPI job that MPI's launcher started).
+  const backends::BackendInfo* info = gBackendInfo.load();
+  if (info == nullptr) info = &backends::defaultHostBackend();
+  if (info->abortJob != nullptr) info->abortJob(1);
+  std::_Exit(1);
 }
 
 Status Runtime::destroy(const std::shared_ptr<Communicator>& comm) {
-  if (comm == world_) return invalidArgument("the world communicator is owned by the runtime");
+  for (const auto& world : worlds_) {
+    if (comm == world) return invalidArgument("the world communicator is owned by the runtime");
+  }
   comm->close();
   std::lock_guard<std::mutex> lock(commsMutex_);
   comms_.erase(std::remove_if(comms_.begin(), comms_.end(),

@@ -8,7 +8,7 @@
 
 #include "backends/backend.h"
 #include "runtime/config.h"
-#include "runtime/status.h"
+#include "common/status.h"
 
 namespace hcoll::runtime {
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "runtime/status.h"
+#include "common/status.h"
 
 namespace hcoll::runtime {
 

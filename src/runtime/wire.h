@@ -9,12 +9,13 @@
 #include <vector>
 
 #include "runtime/message.h"
-#include "runtime/status.h"
+#include "common/status.h"
 
 namespace hcoll::runtime::wire {
 
-constexpr uint32_t kMaxNameLength = 4096;
-constexpr uint32_t kMaxMembers = 1u << 16;
+// The submission limits (common/types.h), which every valid message respects.
+constexpr uint32_t kMaxNameLength = hcoll::kMaxNameLength;
+constexpr uint32_t kMaxMembers = hcoll::kMaxGroupMembers;
 constexpr uint32_t kMaxListLength = 1u << 20;  // ops per message, entries per vector
 
 std::vector<uint8_t> encode(const RequestList& list);

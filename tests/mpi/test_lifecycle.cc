@@ -150,6 +150,41 @@ TEST_CASE("lifecycle: shutdown with an operation no other rank submitted does no
   shutdownOk();
 }
 
+TEST_CASE("lifecycle: the backend is chosen by name; the world as seen by a hosted rank",
+          "[lifecycle][backend]") {
+  // Unknown names fail on every rank (each reads the same environment) before any MPI call.
+  REQUIRE(setenv("HCOLL_BACKEND", "carrier-pigeon", 1) == 0);
+  REQUIRE(hcoll_initialize(nullptr) == HCOLL_ERR_INVALID_ARGUMENT);
+  std::string msg = hcoll_last_error();
+  INFO(msg);
+  REQUIRE(msg.find("carrier-pigeon") != std::string::npos);
+  REQUIRE(msg.find("mpi") != std::string::npos);  // the names this build has
+  REQUIRE(hcoll_is_initialized() == 0);
+  // The init parameter overrides the environment; mpi hosts one rank per process.
+  hcoll_init_params_t p{};
+  p.mask = HCOLL_INIT_FIELD_BACKEND;
+  p.backend = "mpi";
+  p.local_ranks = 2;
+  REQUIRE(hcoll_initialize(&p) == HCOLL_ERR_INVALID_ARGUMENT);
+  p.local_ranks = -1;
+  REQUIRE(hcoll_initialize(&p) == HCOLL_ERR_INVALID_ARGUMENT);
+  p.local_ranks = 0;
+  initOk(&p);
+  REQUIRE(unsetenv("HCOLL_BACKEND") == 0);
+  hcoll_comm_t mine = HCOLL_COMM_NULL;
+  HCOLL_REQUIRE_OK(hcoll_comm_world_of(worldRank(), &mine));
+  REQUIRE(mine == world());
+  const int other = (worldRank() + 1) % worldSize();
+  if (other != worldRank()) {
+    REQUIRE(hcoll_comm_world_of(other, &mine) == HCOLL_ERR_INVALID_ARGUMENT);
+    REQUIRE(std::string(hcoll_last_error()).find("not hosted") != std::string::npos);
+  }
+  REQUIRE(hcoll_comm_world_of(0, nullptr) == HCOLL_ERR_INVALID_ARGUMENT);
+  REQUIRE(worldSum(1) == worldSize());
+  shutdownOk();
+  REQUIRE(hcoll_comm_world_of(0, &mine) == HCOLL_ERR_NOT_INITIALIZED);
+}
+
 TEST_CASE("lifecycle: malformed environment values fail initialize", "[lifecycle][env]") {
   const char* const cases[][2] = {{"HCOLL_FUSION_THRESHOLD", "abc"},
                                   {"HCOLL_FUSION_THRESHOLD", "-5"},

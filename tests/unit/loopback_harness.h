@@ -16,7 +16,7 @@
 
 #include "backends/backend.h"
 #include "backends/loopback/loopback_backend.h"
-#include "runtime/half.h"
+#include "common/half.h"
 
 namespace htest::loopback {
 

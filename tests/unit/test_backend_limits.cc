@@ -16,6 +16,7 @@ class LimitedChannel : public htest::StubChannel {
  public:
   LimitedChannel() : StubChannel(0, 2, Status::ok()) {}
   size_t maxVectorCount() const override { return 100; }
+  std::string maxVectorCountReason() const override { return "no MPI-4 large-count calls"; }
 };
 
 std::unique_ptr<LocalOp> hostOp(OpKind kind, const std::string& name, std::vector<int64_t> shape,

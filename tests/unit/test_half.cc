@@ -1,4 +1,4 @@
-// float16 / bfloat16 conversions (src/runtime/half.h): exact values, round to nearest even,
+// float16 / bfloat16 conversions (src/common/half.h): exact values, round to nearest even,
 // subnormals, overflow, infinities and NaN; every half value round-trips through float.
 #include <catch2/catch.hpp>
 
@@ -6,7 +6,7 @@
 #include <cstring>
 #include <limits>
 
-#include "runtime/half.h"
+#include "common/half.h"
 
 using namespace hcoll;
 

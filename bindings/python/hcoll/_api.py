@@ -118,16 +118,22 @@ def abort_on_exception():
     return previous
 
 
-def initialize(mpi_comm=None):
+def initialize(mpi_comm=None, backend=None, local_ranks=0):
     """Initializes hcoll (collective). `mpi_comm`: the world as an mpi4py communicator or a
     Fortran handle; None = MPI_COMM_WORLD. Initializes MPI unless it (or mpi4py) already did.
     Raises HcollError(ERR_UNSUPPORTED) before touching MPI if the process has loaded a different
-    MPI than the one this hcoll was built against."""
+    MPI than the one this hcoll was built against.
+    `backend`: "mpi" or "loopback" (None: HCOLL_BACKEND, else "mpi"); `local_ranks`: how many
+    ranks this process hosts (loopback: one thread per rank, each using `world(rank)`)."""
     _check_single_mpi()
     params = _lib.InitParams()
     if mpi_comm is not None:
         params.mask |= _lib.INIT_FIELD_MPI_COMM
         params.mpi_comm = _fint(mpi_comm)
+    if backend is not None or local_ranks:
+        params.mask |= _lib.INIT_FIELD_BACKEND
+        params.backend = backend.encode() if backend is not None else None
+        params.local_ranks = int(local_ranks)
     _check(lib.hcoll_initialize(ctypes.byref(params)))
 
 
@@ -512,8 +518,12 @@ class Comm:
         return self._submit(lib.hcoll_join, [], [], False)
 
 
-def world():
-    """The world communicator (owned by the runtime; not destroyable)."""
+def world(rank=None):
+    """The world communicator (owned by the runtime; not destroyable). `rank`: the world as seen
+    by that rank, which this process must host (loopback hosts every rank, one thread each)."""
     out = _lib.comm_t()
-    _check(lib.hcoll_comm_world(ctypes.byref(out)))
+    if rank is None:
+        _check(lib.hcoll_comm_world(ctypes.byref(out)))
+    else:
+        _check(lib.hcoll_comm_world_of(int(rank), ctypes.byref(out)))
     return Comm(out.value, owned=False)

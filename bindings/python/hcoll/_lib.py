@@ -48,6 +48,7 @@ MAX_NDIM = 32
 
 INIT_FIELD_MPI_COMM = 1 << 0
 INIT_FIELD_ALLOCATOR = 1 << 1
+INIT_FIELD_BACKEND = 1 << 2
 COMM_STATS_FIELD_ALL = 0x7F
 
 comm_t = ctypes.c_void_p
@@ -80,6 +81,8 @@ class InitParams(ctypes.Structure):
         ("alloc", alloc_fn),
         ("free", free_fn),
         ("alloc_ctx", ctypes.c_void_p),
+        ("backend", ctypes.c_char_p),
+        ("local_ranks", ctypes.c_int32),
     ]
 
 
@@ -118,6 +121,7 @@ PROTOTYPES = {
     "hcoll_mpi_version": (_c, []),
     "hcoll_abort": (None, [_c]),
     "hcoll_comm_world": (status_t, [_P(comm_t)]),
+    "hcoll_comm_world_of": (status_t, [ctypes.c_int, _P(comm_t)]),
     "hcoll_comm_split": (status_t, [comm_t, _i, _i, _P(comm_t)]),
     "hcoll_comm_create": (status_t, [comm_t, _INT_P, _i, _P(comm_t)]),
     "hcoll_comm_from_mpi": (status_t, [_i, _P(comm_t)]),

@@ -1,5 +1,7 @@
 #include "backends/loopback/loopback_backend.h"
 
+#include <cerrno>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
@@ -23,7 +25,6 @@ class LoopbackBackend final : public Backend {
     return all;
   }
 
-  using Backend::world;
   // Like MPI_Comm_dup of the world: the k-th call of each rank joins the k-th world group, so
   // that every call gives a new communicator whatever order the ranks' threads call in.
   Status world(int rank, std::unique_ptr<Channel>* out) override {
@@ -59,7 +60,46 @@ class LoopbackBackend final : public Backend {
   std::map<uint64_t, WorldSlot> open_;  // world groups not yet taken by every rank
 };
 
+// HCOLL_LOOPBACK_SIZE: a whole number of ranks; anything else is reported, not ignored.
+Status ranksFromEnvironment(int* ranks) {
+  const char* text = std::getenv("HCOLL_LOOPBACK_SIZE");
+  *ranks = 1;
+  if (text == nullptr || *text == '\0') return Status::ok();
+  char* end = nullptr;
+  errno = 0;
+  const long value = std::strtol(text, &end, 10);
+  if (errno != 0 || *end != '\0' || value < 1 || value > kMaxRanks) {
+    return invalidArgument(std::string("HCOLL_LOOPBACK_SIZE='") + text +
+                           "': expected a number of ranks in [1, " + std::to_string(kMaxRanks) +
+                           "]");
+  }
+  *ranks = static_cast<int>(value);
+  return Status::ok();
+}
+
+Status createFromOptions(const BackendOptions& options, std::unique_ptr<Backend>* out) {
+  if (options.externalWorld) {
+    return invalidArgument(
+        "init params: the loopback backend has no external world communicator (mpi_comm is "
+        "for the mpi backend)");
+  }
+  int ranks = options.localRanks;
+  if (ranks == 0) HCOLL_RETURN_IF_ERROR(ranksFromEnvironment(&ranks));
+  // No transport to finalize at exit, so options.beforeExit is not needed.
+  return createLoopbackBackend(ranks, out);
+}
+
+const char* transportVersion() { return "loopback (threads of one process)"; }
+
 }  // namespace
+
+const BackendInfo& backendInfo() {
+  static const BackendInfo kInfo = {
+      "loopback", kHostMemory, kAllOperations, /*priority=*/10, createFromOptions,
+      /*device=*/nullptr, transportVersion, /*abortJob=*/nullptr,
+  };
+  return kInfo;
+}
 
 Status createLoopbackBackend(int ranks, std::unique_ptr<Backend>* out) {
   out->reset();

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "backends/backend.h"
+#include "backends/registry.h"
 
 namespace hcoll::backends::loopback {
 
@@ -17,5 +18,10 @@ constexpr int kMaxRanks = 1024;
 // A backend whose world has `ranks` ranks, all hosted here. INVALID_ARGUMENT unless
 // 1 <= ranks <= kMaxRanks.
 Status createLoopbackBackend(int ranks, std::unique_ptr<Backend>* out);
+
+// The registry's entry ("loopback"; host memory, every operation; never the default). Its world
+// size is BackendOptions::localRanks when set (the init parameters' local_ranks), else
+// HCOLL_LOOPBACK_SIZE, else 1.
+const BackendInfo& backendInfo();
 
 }  // namespace hcoll::backends::loopback

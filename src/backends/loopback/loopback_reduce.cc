@@ -5,7 +5,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "runtime/half.h"
+#include "common/half.h"
 
 namespace hcoll::backends::loopback {
 namespace {

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <climits>
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
@@ -121,11 +122,20 @@ class MpiBackend final : public Backend {
       : world_(world), worldRank_(worldRank), worldSize_(worldSize) {}
   ~MpiBackend() override { freeCustomTypes(); }
 
-  int worldRank() const override { return worldRank_; }
   int worldSize() const override { return worldSize_; }
-  Status world(std::unique_ptr<Channel>* out) override { return duplicate(world_, out); }
-  Status fromFortranHandle(int handle, std::unique_ptr<Channel>* out) override {
-    return duplicate(MPI_Comm_f2c(handle), out);
+  std::vector<int> hostedRanks() const override { return {worldRank_}; }
+  Status world(int rank, std::unique_ptr<Channel>* out) override {
+    if (rank != worldRank_) {
+      return invalidArgument("rank " + std::to_string(rank) + " is not this process's (" +
+                             std::to_string(worldRank_) + "): MPI hosts one rank per process");
+    }
+    return duplicate(world_, out);
+  }
+  Status fromExternal(int64_t handle, std::unique_ptr<Channel>* out) override {
+    if (handle < INT_MIN || handle > INT_MAX) {
+      return invalidArgument("the handle is not a valid MPI communicator (out of range)");
+    }
+    return duplicate(MPI_Comm_f2c(static_cast<int>(handle)), out);
   }
 
  private:
@@ -191,6 +201,36 @@ Status createBackend(std::optional<int> worldHandle, bool (*beforeFinalize)(),
   HCOLL_RETURN_IF_ERROR(createCustomTypes());
   *out = std::make_unique<MpiBackend>(world, rank, size);
   return Status::ok();
+}
+
+namespace {
+
+Status createFromOptions(const BackendOptions& options, std::unique_ptr<Backend>* out) {
+  if (options.localRanks > 1) {
+    return invalidArgument("the mpi backend hosts one rank per process (local ranks " +
+                           std::to_string(options.localRanks) +
+                           "); start one process per rank with mpiexec");
+  }
+  std::optional<int> world;
+  if (options.externalWorld) {
+    if (*options.externalWorld < INT_MIN || *options.externalWorld > INT_MAX) {
+      return invalidArgument("init params: mpi_comm is not a valid MPI communicator");
+    }
+    world = static_cast<int>(*options.externalWorld);
+  }
+  return createBackend(world, options.beforeExit, out);
+}
+
+[[noreturn]] void abortWithCode(int exitCode) { abortJob(exitCode); }
+
+}  // namespace
+
+const BackendInfo& backendInfo() {
+  static const BackendInfo kInfo = {
+      "mpi",    kHostMemory, kAllOperations, /*priority=*/100, createFromOptions,
+      /*device=*/nullptr, builtAgainst, abortWithCode,
+  };
+  return kInfo;
 }
 
 }  // namespace hcoll::backends::mpi

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "backends/backend.h"
+#include "backends/registry.h"
 
 namespace hcoll::backends::mpi {
 
@@ -20,6 +21,10 @@ namespace hcoll::backends::mpi {
 // library (e.g. Open MPI through mpi4py against an MPICH build): their symbols would mix.
 Status createBackend(std::optional<int> worldHandle, bool (*beforeFinalize)(),
                      std::unique_ptr<Backend>* out);
+
+// Its registry entry (backends/registry.h): host memory, every operation, the default backend.
+// options.externalWorld is the world's Fortran handle; options.localRanks must be 0 or 1.
+const BackendInfo& backendInfo();
 
 // The MPI this library was built against, e.g. "MPICH 4.0.2" (no MPI call).
 const char* builtAgainst();

@@ -353,6 +353,11 @@ size_t MpiChannel::maxVectorCount() const {
   return kLargeCounts ? SIZE_MAX : static_cast<size_t>(INT_MAX);
 }
 
+std::string MpiChannel::maxVectorCountReason() const {
+  return "this build's MPI has no MPI-4 large-count calls (build hcoll against an MPI-4 "
+         "library such as MPICH 4, which has no such limit)";
+}
+
 void MpiChannel::noteWaiting(uint64_t round) {
   if (!noteSends_.empty()) {
     int done = 0;

@@ -54,6 +54,7 @@ class MpiChannel final : public Channel {
   PendingPtr broadcastBytes(std::vector<uint8_t>* buf) override;
   bool tracksWaiting() const override { return true; }
   size_t maxVectorCount() const override;
+  std::string maxVectorCountReason() const override;
   void noteWaiting(uint64_t round) override;
   std::vector<int> peersWaiting(uint64_t round) override;
   ~MpiChannel() override;

@@ -2,7 +2,7 @@
 
 #include <cstdint>
 
-#include "runtime/half.h"
+#include "common/half.h"
 
 namespace hcoll::backends::mpi {
 namespace {

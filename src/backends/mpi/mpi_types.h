@@ -6,8 +6,8 @@
 
 #include <string>
 
-#include "runtime/status.h"
-#include "runtime/types.h"
+#include "common/status.h"
+#include "common/types.h"
 
 namespace hcoll::backends::mpi {
 

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "runtime/status.h"
+#include "common/status.h"
 
 namespace hcoll::backends::nccl {
 

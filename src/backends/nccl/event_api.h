@@ -3,7 +3,7 @@
 // the bookkeeping (StreamOrder) is unit-tested with a fake on machines without a GPU. Streams
 // and events are opaque pointers here (cudaStream_t / cudaEvent_t in the CUDA implementation).
 
-#include "runtime/status.h"
+#include "common/status.h"
 
 namespace hcoll::backends::nccl {
 

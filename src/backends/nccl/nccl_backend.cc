@@ -1,5 +1,7 @@
 #include "backends/nccl/nccl_backend.h"
 
+#include <nccl.h>
+
 #include <mutex>
 #include <string>
 
@@ -7,7 +9,7 @@
 #include "backends/nccl/nccl_channel.h"
 #include "backends/nccl/nccl_types.h"
 #include "fusion/fusion_allocator.h"
-#include "runtime/logging.h"
+#include "common/logging.h"
 
 namespace hcoll::backends::nccl {
 namespace {
@@ -93,6 +95,27 @@ class NcclDeviceBackend final : public DeviceBackend {
 DeviceBackend* ncclDeviceBackend() {
   static NcclDeviceBackend backend;
   return &backend;
+}
+
+namespace {
+#define HCOLL_NCCL_STR2_(x) #x
+#define HCOLL_NCCL_STR_(x) HCOLL_NCCL_STR2_(x)
+constexpr const char* kBuiltAgainst = "NCCL " HCOLL_NCCL_STR_(NCCL_MAJOR) "." HCOLL_NCCL_STR_(
+    NCCL_MINOR) "." HCOLL_NCCL_STR_(NCCL_PATCH);
+}  // namespace
+
+const BackendInfo& backendInfo() {
+  static const BackendInfo kInfo = {
+      "nccl",
+      kCudaMemory,
+      kAllOperations & ~opBit(OpKind::kCommSplit) & ~opBit(OpKind::kCommCreate),
+      /*priority=*/0,
+      /*create=*/nullptr,
+      ncclDeviceBackend,
+      [] { return kBuiltAgainst; },
+      /*abortJob=*/nullptr,
+  };
+  return kInfo;
 }
 
 }  // namespace hcoll::backends::nccl

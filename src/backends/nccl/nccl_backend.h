@@ -4,10 +4,14 @@
 // and the lazy creation of an NcclChannel per (communicator, device).
 
 #include "backends/device.h"
+#include "backends/registry.h"
 
 namespace hcoll::backends::nccl {
 
 // The process-wide instance.
 DeviceBackend* ncclDeviceBackend();
+
+// Its registry entry (backends/registry.h): CUDA memory, the data collectives.
+const BackendInfo& backendInfo();
 
 }  // namespace hcoll::backends::nccl

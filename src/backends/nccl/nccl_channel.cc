@@ -9,7 +9,7 @@
 #include "backends/nccl/nccl_bootstrap.h"
 #include "backends/nccl/nccl_types.h"
 #include "fusion/fusion_allocator.h"
-#include "runtime/logging.h"
+#include "common/logging.h"
 
 namespace hcoll::backends::nccl {
 

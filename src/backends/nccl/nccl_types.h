@@ -3,8 +3,8 @@
 
 #include <nccl.h>
 
-#include "runtime/status.h"
-#include "runtime/types.h"
+#include "common/status.h"
+#include "common/types.h"
 
 namespace hcoll::backends::nccl {
 

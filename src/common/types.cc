@@ -1,4 +1,6 @@
-#include "runtime/types.h"
+#include "common/types.h"
+
+#include "common/op_traits.h"
 
 #include <cassert>
 #include <limits>
@@ -31,16 +33,8 @@ const char* reduceOpName(ReduceOp op) {
 }
 
 const char* opKindName(OpKind k) {
-  static const char* const kNames[] = {"allreduce", "allgather", "broadcast",
-                                       "alltoall",  "reducescatter", "barrier",
-                                       "join",      "comm_split",    "comm_create"};
   auto i = static_cast<int>(k);
-  return i < kNumOpKinds ? kNames[i] : "?";
-}
-
-bool isFloatingPoint(DataType t) {
-  return t == DataType::kFloat16 || t == DataType::kBfloat16 || t == DataType::kFloat32 ||
-         t == DataType::kFloat64;
+  return i < kNumOpKinds ? kOpTraits[i].name : "?";
 }
 
 namespace {

@@ -25,12 +25,14 @@ constexpr int kNumOpKinds = 9;
 
 constexpr int32_t kHostDevice = -1;
 constexpr int kMaxNdim = 32;  // HCOLL_MAX_NDIM (the bindings static_assert that they agree)
+// Longest operation name and largest group a submission may have (the wire format's bounds).
+constexpr uint32_t kMaxNameLength = 4096;
+constexpr uint32_t kMaxGroupMembers = 1u << 16;
 
 size_t dataTypeSize(DataType t);
 const char* dataTypeName(DataType t);
 const char* reduceOpName(ReduceOp op);
 const char* opKindName(OpKind k);
-bool isFloatingPoint(DataType t);
 
 // Product of dims; false on a negative dim or overflow of int64.
 bool elementCount(const std::vector<int64_t>& shape, int64_t* out);
