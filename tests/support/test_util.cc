@@ -5,6 +5,7 @@
 namespace htest {
 
 hcoll_comm_t world() {
+  if (ranksOnThreads()) return tRank->world;
   hcoll_comm_t w = HCOLL_COMM_NULL;
   hcoll_comm_world(&w);
   return w;

@@ -9,21 +9,30 @@
 #include <vector>
 
 #include "hcoll/hcoll.h"
+#include "support/harness.h"
 
 namespace htest {
 
+// This rank's world: hcoll_comm_world, or on a rank thread of the collective harness the world of
+// the rank it runs (support/harness.h).
 hcoll_comm_t world();
 int worldRank();
 int worldSize();
 int rankOf(hcoll_comm_t comm);
 int sizeOf(hcoll_comm_t comm);
 
-// Fails the test with hcoll's message when a call does not return HCOLL_SUCCESS.
-#define HCOLL_REQUIRE_OK(expr)                                                   \
-  do {                                                                           \
-    hcoll_status_t status_ = (expr);                                             \
-    INFO(#expr << " -> " << hcoll_status_string(status_) << ": " << hcoll_last_error()); \
-    REQUIRE(status_ == HCOLL_SUCCESS);                                           \
+// Fails the test with hcoll's message when a call does not return HCOLL_SUCCESS (through the
+// collective harness on a rank thread, else Catch2).
+#define HCOLL_REQUIRE_OK(expr)                                                              \
+  do {                                                                                      \
+    hcoll_status_t status_ = (expr);                                                        \
+    if (::htest::ranksOnThreads()) {                                                        \
+      HINFO(#expr << " -> " << hcoll_status_string(status_) << ": " << hcoll_last_error()); \
+      HREQUIRE(status_ == HCOLL_SUCCESS);                                                   \
+    } else {                                                                                \
+      INFO(#expr << " -> " << hcoll_status_string(status_) << ": " << hcoll_last_error());  \
+      REQUIRE(status_ == HCOLL_SUCCESS);                                                    \
+    }                                                                                       \
   } while (0)
 
 // Every counter of hcoll_comm_stats (the call must succeed). Inline, so that programs sharing
@@ -31,7 +40,12 @@ int sizeOf(hcoll_comm_t comm);
 inline hcoll_comm_stats_t commStats(hcoll_comm_t comm) {
   hcoll_comm_stats_t s{};
   s.mask = HCOLL_COMM_STATS_FIELD_ALL;
-  REQUIRE(hcoll_comm_stats(comm, &s) == HCOLL_SUCCESS);
+  const hcoll_status_t status = hcoll_comm_stats(comm, &s);
+  if (::htest::ranksOnThreads()) {
+    HREQUIRE(status == HCOLL_SUCCESS);
+  } else {
+    REQUIRE(status == HCOLL_SUCCESS);
+  }
   return s;
 }
 

@@ -4,7 +4,7 @@
 #include <memory>
 #include <string>
 
-#include "mpi/reference.h"
+#include "collectives/reference.h"
 
 using namespace htest;
 using namespace htest::ref;
@@ -31,7 +31,7 @@ const int64_t* receivedSplitsOf(hcoll_request_t req, int n) {
   const int64_t* recv = nullptr;
   int count = 0;
   HCOLL_REQUIRE_OK(hcoll_request_received_splits(req, 0, &recv, &count));
-  REQUIRE(count == n);
+  HREQUIRE(count == n);
   return recv;
 }
 
@@ -67,20 +67,20 @@ void check(hcoll_dtype_t t, int pattern, hcoll_request_t req, const std::vector<
   const int64_t* recv = receivedSplitsOf(req, n);
   int64_t total = 0;
   for (int src = 0; src < n; ++src) {
-    REQUIRE(recv[src] == splitOf(pattern, src, r, n));
+    HREQUIRE(recv[src] == splitOf(pattern, src, r, n));
     total += recv[src];
   }
-  REQUIRE(out.dtype == t);
-  REQUIRE(out.ndim == static_cast<int>(rowShape.size()) + 1);
-  REQUIRE(out.shape[0] == total);
+  HREQUIRE(out.dtype == t);
+  HREQUIRE(out.ndim == static_cast<int>(rowShape.size()) + 1);
+  HREQUIRE(out.shape[0] == total);
   int64_t at = 0;
   for (int src = 0; src < n; ++src) {
     int64_t first = 0;  // first row of src's input that goes to me
     for (int dst = 0; dst < r; ++dst) first += splitOf(pattern, src, dst, n);
     for (int64_t k = 0; k < recv[src]; ++k) {
       for (int64_t j = 0; j < rowElems; ++j, ++at) {
-        INFO("dtype " << dtypeName(t) << " pattern " << pattern << " src " << src << " row " << k);
-        REQUIRE(close(t, outputElement(out, at), a2aValue(t, src, first + k, j)));
+        HINFO("dtype " << dtypeName(t) << " pattern " << pattern << " src " << src << " row " << k);
+        HREQUIRE(close(t, outputElement(out, at), a2aValue(t, src, first + k, j)));
       }
     }
   }
@@ -88,7 +88,7 @@ void check(hcoll_dtype_t t, int pattern, hcoll_request_t req, const std::vector<
 
 }  // namespace
 
-TEST_CASE("alltoall: every dtype, even/uneven/zero splits, trailing rows, empty inputs",
+HTEST_CASE("alltoall: every dtype, even/uneven/zero splits, trailing rows, empty inputs",
           "[alltoall]") {
   const int r = worldRank();
   const int n = worldSize();
@@ -120,7 +120,7 @@ TEST_CASE("alltoall: every dtype, even/uneven/zero splits, trailing rows, empty 
         auto d = p.res.in->desc();
         std::string name = std::string("a2a.") + dtypeName(t) + "." + std::to_string(pattern) +
                            "." + std::to_string(rs.size());
-        INFO(name << ": dim0 " << rows);
+        HINFO(name << ": dim0 " << rows);
         HCOLL_REQUIRE_OK(hcoll_alltoall(world(), name.c_str(), &d,
                                         nullSplits(pattern) ? nullptr : p.res.splits.data(),
                                         &p.res.req));
@@ -135,7 +135,7 @@ TEST_CASE("alltoall: every dtype, even/uneven/zero splits, trailing rows, empty 
   }
 }
 
-TEST_CASE("alltoall: an empty input submitted alone, on one rank and on every rank", "[alltoall]") {
+HTEST_CASE("alltoall: an empty input submitted alone, on one rank and on every rank", "[alltoall]") {
   const int r = worldRank();
   const int n = worldSize();
   // Alone in its cycle (waited before the next), unlike the batches above. Case 0: rank 0 sends
@@ -149,31 +149,31 @@ TEST_CASE("alltoall: an empty input submitted alone, on one rank and on every ra
     auto d = in.desc();
     hcoll_request_t req;
     const std::string name = "a2a.empty." + std::to_string(which);
-    INFO(name);
+    HINFO(name);
     const int64_t* sp = which == 1 ? nullptr : splits.data();
     HCOLL_REQUIRE_OK(hcoll_alltoall(world(), name.c_str(), &d, sp, &req));
     HCOLL_REQUIRE_OK(hcoll_wait(req, 30));
     const hcoll_tensor_t out = outputOf(req);
     const int64_t* recv = receivedSplitsOf(req, n);
-    REQUIRE(out.dtype == HCOLL_INT32);
-    REQUIRE(out.ndim == 2);
-    REQUIRE(out.shape[1] == 2);
+    HREQUIRE(out.dtype == HCOLL_INT32);
+    HREQUIRE(out.ndim == 2);
+    HREQUIRE(out.shape[1] == 2);
     int64_t rows = 0;
     for (int src = 0; src < n; ++src) {
       const int64_t want = which == 0 && src != 0 ? 1 : 0;
-      REQUIRE(recv[src] == want);
+      HREQUIRE(recv[src] == want);
       for (int64_t k = 0; k < want; ++k, ++rows) {
         // Rank src's row r (its r-th split of one row) holds src * 100 + 2r, + 1.
-        REQUIRE(outputElement(out, rows * 2) == src * 100 + 2 * r);
-        REQUIRE(outputElement(out, rows * 2 + 1) == src * 100 + 2 * r + 1);
+        HREQUIRE(outputElement(out, rows * 2) == src * 100 + 2 * r);
+        HREQUIRE(outputElement(out, rows * 2 + 1) == src * 100 + 2 * r + 1);
       }
     }
-    REQUIRE(out.shape[0] == rows);
+    HREQUIRE(out.shape[0] == rows);
     HCOLL_REQUIRE_OK(hcoll_request_free(req));
   }
 }
 
-TEST_CASE("alltoall: large even exchange", "[alltoall][large]") {
+HTEST_CASE("alltoall: large even exchange", "[alltoall][large]") {
   const int r = worldRank();
   const int n = worldSize();
   const int64_t per = 1 << 17;
@@ -184,13 +184,13 @@ TEST_CASE("alltoall: large even exchange", "[alltoall][large]") {
   HCOLL_REQUIRE_OK(hcoll_alltoall(world(), "a2a.large", &d, nullptr, &req));
   HCOLL_REQUIRE_OK(hcoll_wait(req, 30));
   const hcoll_tensor_t out = outputOf(req);
-  REQUIRE(out.shape[0] == per * n);
+  HREQUIRE(out.shape[0] == per * n);
   int64_t wrong = 0;
   for (int src = 0; src < n; ++src) {
     for (int64_t k = 0; k < per; ++k) {
       wrong += outputElement(out, src * per + k) != src * 10000000 + r * per + k;
     }
   }
-  REQUIRE(wrong == 0);
+  HREQUIRE(wrong == 0);
   hcoll_request_free(req);
 }

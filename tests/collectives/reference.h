@@ -110,15 +110,15 @@ void checkAll(hcoll_dtype_t t, int64_t count, Get got, Want want, const std::str
   for (int64_t i = 0; i < count; ++i) {
     if (!close(t, got(i), want(i))) {
       if (wrong == 0) {
-        INFO(what << " [" << dtypeName(t) << "] element " << i << ": got " << got(i)
+        HINFO(what << " [" << dtypeName(t) << "] element " << i << ": got " << got(i)
                   << ", want " << want(i));
-        CHECK(false);
+        HCHECK(false);
       }
       ++wrong;
     }
   }
-  INFO(what << " [" << dtypeName(t) << "]: " << wrong << " wrong of " << count);
-  REQUIRE(wrong == 0);
+  HINFO(what << " [" << dtypeName(t) << "]: " << wrong << " wrong of " << count);
+  HREQUIRE(wrong == 0);
 }
 
 // reducescatter rows of rank r: c_r = floor(d0/N) + (r < d0 mod N), off_r = sum of c below r.

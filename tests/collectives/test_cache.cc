@@ -35,8 +35,8 @@ StepDelta namedStep(const std::string& prefix, int count, int64_t elems) {
   for (auto req : reqs) HCOLL_REQUIRE_OK(waitAndFree(req));
   auto after = commStats(world());
   for (int k = 0; k < count; ++k) {
-    REQUIRE(ts[k].get(0) == n * (n - 1) / 2 + n * k);
-    REQUIRE(ts[k].get(ts[k].elements() - 1) == n * (n - 1) / 2 + n * k);
+    HREQUIRE(ts[k].get(0) == n * (n - 1) / 2 + n * k);
+    HREQUIRE(ts[k].get(ts[k].elements() - 1) == n * (n - 1) / 2 + n * k);
   }
   return {after.cache_hits - before.cache_hits, after.slow_path_negotiations - before.slow_path_negotiations};
 }
@@ -48,30 +48,30 @@ bool cacheDisabled() {
 
 }  // namespace
 
-TEST_CASE("cache: step 2+ of a repeated named loop takes the fast path", "[cache]") {
+HTEST_CASE("cache: step 2+ of a repeated named loop takes the fast path", "[cache]") {
   if (cacheDisabled()) return;  // covered by the [no_cache] case
   StepDelta first = namedStep("cache.loop", 20, 16);
-  CHECK(first.slow >= 1);  // nothing cached yet: the coordinator negotiated them
+  HCHECK(first.slow >= 1);  // nothing cached yet: the coordinator negotiated them
   for (int step = 1; step < 5; ++step) {
-    INFO("step " << step);
+    HINFO("step " << step);
     StepDelta d = namedStep("cache.loop", 20, 16);
-    CHECK(d.hits == 20);
-    CHECK(d.slow == 0);
+    HCHECK(d.hits == 20);
+    HCHECK(d.slow == 0);
   }
 }
 
-TEST_CASE("cache: a changed shape invalidates the entry and still gives right results", "[cache]") {
+HTEST_CASE("cache: a changed shape invalidates the entry and still gives right results", "[cache]") {
   if (cacheDisabled()) return;
   namedStep("cache.shape", 4, 8);
   StepDelta same = namedStep("cache.shape", 4, 8);
-  CHECK(same.hits == 4);
-  CHECK(same.slow == 0);
+  HCHECK(same.hits == 4);
+  HCHECK(same.slow == 0);
   StepDelta changed = namedStep("cache.shape", 4, 32);  // every member gets a new shape
-  CHECK(changed.hits == 0);
-  CHECK(changed.slow >= 1);
+  HCHECK(changed.hits == 0);
+  HCHECK(changed.slow >= 1);
   StepDelta again = namedStep("cache.shape", 4, 32);  // the new shape is cached in turn
-  CHECK(again.hits == 4);
-  CHECK(again.slow == 0);
+  HCHECK(again.hits == 4);
+  HCHECK(again.slow == 0);
 
   // Only one rank changes: the cached response does not match its spec, so it must go to the
   // coordinator, which sees different shapes and reports a mismatch to every rank.
@@ -81,13 +81,13 @@ TEST_CASE("cache: a changed shape invalidates the entry and still gives right re
   auto d = t.desc();
   hcoll_request_t req;
   HCOLL_REQUIRE_OK(hcoll_allreduce(world(), "cache.shape.0", &d, &d, HCOLL_SUM, 1.0, 1.0, &req));
-  REQUIRE(waitAndFree(req) == HCOLL_ERR_MISMATCH);
+  HREQUIRE(waitAndFree(req) == HCOLL_ERR_MISMATCH);
   // And the communicator keeps working with the shape all ranks agree on.
   StepDelta after = namedStep("cache.shape", 4, 32);
-  CHECK(after.slow + after.hits >= 1);
+  HCHECK(after.slow + after.hits >= 1);
 }
 
-TEST_CASE("cache: grouped operations are cached as one entry", "[cache]") {
+HTEST_CASE("cache: grouped operations are cached as one entry", "[cache]") {
   if (cacheDisabled()) return;
   const int r = worldRank(), n = worldSize();
   std::vector<Tensor> ts;
@@ -103,22 +103,22 @@ TEST_CASE("cache: grouped operations are cached as one entry", "[cache]") {
                                              HCOLL_SUM, 1.0, 1.0, &req));
     HCOLL_REQUIRE_OK(waitAndFree(req));
     auto after = commStats(world());
-    for (int k = 0; k < 10; ++k) REQUIRE(ts[k].get(2) == n * (n - 1) / 2 + n * k);
+    for (int k = 0; k < 10; ++k) HREQUIRE(ts[k].get(2) == n * (n - 1) / 2 + n * k);
     if (step > 0) {
-      CHECK(after.cache_hits - before.cache_hits == 1);
-      CHECK(after.slow_path_negotiations == before.slow_path_negotiations);
-      CHECK(after.backend_calls - before.backend_calls == 1);
+      HCHECK(after.cache_hits - before.cache_hits == 1);
+      HCHECK(after.slow_path_negotiations == before.slow_path_negotiations);
+      HCHECK(after.backend_calls - before.backend_calls == 1);
     }
   }
 }
 
-TEST_CASE("cache: HCOLL_CACHE_CAPACITY=0 turns the cache off and everything still works",
+HTEST_CASE("cache: HCOLL_CACHE_CAPACITY=0 turns the cache off and everything still works",
           "[.][no_cache]") {
-  REQUIRE(cacheDisabled());
+  HREQUIRE(cacheDisabled());
   for (int step = 0; step < 4; ++step) {
     StepDelta d = namedStep("nocache.loop", 10, 8);
-    CHECK(d.hits == 0);
-    CHECK(d.slow >= 1);  // every step asks the coordinator
+    HCHECK(d.hits == 0);
+    HCHECK(d.slow >= 1);  // every step asks the coordinator
   }
   const int r = worldRank(), n = worldSize();
   Tensor t(HCOLL_INT64, {r + 1});
@@ -130,8 +130,8 @@ TEST_CASE("cache: HCOLL_CACHE_CAPACITY=0 turns the cache off and everything stil
     HCOLL_REQUIRE_OK(hcoll_wait(req, 30));
     hcoll_tensor_t out;
     HCOLL_REQUIRE_OK(hcoll_request_output(req, 0, &out));
-    REQUIRE(outputElements(out) == n * (n + 1) / 2);
-    REQUIRE(outputElement(out, outputElements(out) - 1) == n - 1);
+    HREQUIRE(outputElements(out) == n * (n + 1) / 2);
+    HREQUIRE(outputElement(out, outputElements(out) - 1) == n - 1);
     hcoll_request_free(req);
   }
 }

@@ -4,7 +4,7 @@
 #include <memory>
 #include <string>
 
-#include "mpi/reference.h"
+#include "collectives/reference.h"
 
 using namespace htest;
 using namespace htest::ref;
@@ -40,7 +40,7 @@ void runCases(std::vector<std::unique_ptr<Case>>& cases) {
   }
   for (size_t k = 0; k < cases.size(); ++k) {
     Case& c = *cases[k];
-    INFO(caseName(c, k) << (c.inPlace ? " in place" : " out of place"));
+    HINFO(caseName(c, k) << (c.inPlace ? " in place" : " out of place"));
     HCOLL_REQUIRE_OK(waitAndFree(c.req));
     const Tensor& result = c.inPlace ? c.in : c.out;
     checkAll(
@@ -48,7 +48,7 @@ void runCases(std::vector<std::unique_ptr<Case>>& cases) {
         [&](int64_t i) { return expected(c.dtype, c.op, n, i, c.pre, c.post); }, caseName(c, k));
     if (!c.inPlace) {  // out of place leaves the input untouched
       for (int64_t i = 0; i < c.in.elements(); ++i) {
-        REQUIRE(c.in.get(i) == value(c.dtype, c.op, r, i));
+        HREQUIRE(c.in.get(i) == value(c.dtype, c.op, r, i));
       }
     }
   }
@@ -56,7 +56,7 @@ void runCases(std::vector<std::unique_ptr<Case>>& cases) {
 
 }  // namespace
 
-TEST_CASE("allreduce: every dtype and op, in place and out of place", "[allreduce]") {
+HTEST_CASE("allreduce: every dtype and op, in place and out of place", "[allreduce]") {
   const std::vector<std::vector<int64_t>> shapes = {{0}, {1}, {7}, {3, 5, 2}, {}};
   for (hcoll_dtype_t t : allDtypes()) {
     std::vector<std::unique_ptr<Case>> cases;
@@ -72,7 +72,7 @@ TEST_CASE("allreduce: every dtype and op, in place and out of place", "[allreduc
   }
 }
 
-TEST_CASE("allreduce: prescale and postscale, integers truncate toward zero", "[allreduce]") {
+HTEST_CASE("allreduce: prescale and postscale, integers truncate toward zero", "[allreduce]") {
   for (hcoll_dtype_t t : allDtypes()) {
     if (t == HCOLL_BOOL) continue;
     std::vector<std::unique_ptr<Case>> cases;
@@ -88,7 +88,7 @@ TEST_CASE("allreduce: prescale and postscale, integers truncate toward zero", "[
   }
 }
 
-TEST_CASE("allreduce: integer AVERAGE truncates toward zero", "[allreduce]") {
+HTEST_CASE("allreduce: integer AVERAGE truncates toward zero", "[allreduce]") {
   const int r = worldRank();
   const int n = worldSize();
   // Rank 0 contributes -n-1 (or n+1), the others 0: the mean -(n+1)/n truncates to -1 (1).
@@ -99,11 +99,11 @@ TEST_CASE("allreduce: integer AVERAGE truncates toward zero", "[allreduce]") {
   hcoll_request_t req;
   HCOLL_REQUIRE_OK(hcoll_allreduce(world(), "ar.avgtrunc", &d, &d, HCOLL_AVERAGE, 1.0, 1.0, &req));
   HCOLL_REQUIRE_OK(waitAndFree(req));
-  REQUIRE(t.get(0) == -1);
-  REQUIRE(t.get(1) == 1);
+  HREQUIRE(t.get(0) == -1);
+  HREQUIRE(t.get(1) == 1);
 }
 
-TEST_CASE("allreduce: AVERAGE is exact when the sum is a multiple of N", "[allreduce]") {
+HTEST_CASE("allreduce: AVERAGE is exact when the sum is a multiple of N", "[allreduce]") {
   const int r = worldRank();
   const int n = worldSize();
   // Element i on rank r is i % 5 + 2 * ((r + i) % n) (minus 5 for signed types): the ranks' sum is
@@ -121,13 +121,13 @@ TEST_CASE("allreduce: AVERAGE is exact when the sum is a multiple of N", "[allre
         hcoll_allreduce(world(), name.c_str(), &id, &od, HCOLL_AVERAGE, 1.0, 1.0, &req));
     HCOLL_REQUIRE_OK(waitAndFree(req));
     for (int64_t i = 0; i < 13; ++i) {
-      INFO(name << " element " << i);
-      REQUIRE(out.get(i) == i % 5 + n - 1 + shift);
+      HINFO(name << " element " << i);
+      HREQUIRE(out.get(i) == i % 5 + n - 1 + shift);
     }
   }
 }
 
-TEST_CASE("allreduce: bool treats any nonzero byte as true", "[allreduce]") {
+HTEST_CASE("allreduce: bool treats any nonzero byte as true", "[allreduce]") {
   const int r = worldRank();
   Tensor orT(HCOLL_BOOL, {3}), andT(HCOLL_BOOL, {3});
   auto* o = static_cast<uint8_t*>(orT.data());
@@ -145,15 +145,15 @@ TEST_CASE("allreduce: bool treats any nonzero byte as true", "[allreduce]") {
   HCOLL_REQUIRE_OK(hcoll_allreduce(world(), "ar.bool.and", &ad, &ad, HCOLL_PRODUCT, 1.0, 1.0, &r2));
   HCOLL_REQUIRE_OK(waitAndFree(r1));
   HCOLL_REQUIRE_OK(waitAndFree(r2));
-  REQUIRE(o[0] != 0);
-  REQUIRE(o[1] != 0);
-  REQUIRE(o[2] == 0);
-  REQUIRE(a[0] == 0);
-  REQUIRE(a[1] != 0);
-  REQUIRE(a[2] == 0);
+  HREQUIRE(o[0] != 0);
+  HREQUIRE(o[1] != 0);
+  HREQUIRE(o[2] == 0);
+  HREQUIRE(a[0] == 0);
+  HREQUIRE(a[1] != 0);
+  HREQUIRE(a[2] == 0);
 }
 
-TEST_CASE("allreduce: large tensors", "[allreduce][large]") {
+HTEST_CASE("allreduce: large tensors", "[allreduce][large]") {
   std::vector<std::unique_ptr<Case>> cases;
   cases.push_back(std::make_unique<Case>(HCOLL_FLOAT32, HCOLL_SUM, std::vector<int64_t>{1 << 20}, true));
   cases.push_back(std::make_unique<Case>(HCOLL_INT32, HCOLL_AVERAGE, std::vector<int64_t>{1 << 20}, false));
@@ -161,7 +161,7 @@ TEST_CASE("allreduce: large tensors", "[allreduce][large]") {
   runCases(cases);
 }
 
-TEST_CASE("grouped_allreduce: mixed shapes and dtypes in one request", "[allreduce][grouped]") {
+HTEST_CASE("grouped_allreduce: mixed shapes and dtypes in one request", "[allreduce][grouped]") {
   const int r = worldRank();
   const int n = worldSize();
   const std::vector<std::pair<hcoll_dtype_t, std::vector<int64_t>>> members = {
@@ -195,7 +195,7 @@ TEST_CASE("grouped_allreduce: mixed shapes and dtypes in one request", "[allredu
   }
 }
 
-TEST_CASE("allreduce: repeated names hit the response cache and stay correct", "[allreduce]") {
+HTEST_CASE("allreduce: repeated names hit the response cache and stay correct", "[allreduce]") {
   const int r = worldRank();
   const int n = worldSize();
   hcoll_comm_stats_t before{HCOLL_COMM_STATS_FIELD_ALL}, after{HCOLL_COMM_STATS_FIELD_ALL};
@@ -207,19 +207,19 @@ TEST_CASE("allreduce: repeated names hit the response cache and stay correct", "
     hcoll_request_t req;
     HCOLL_REQUIRE_OK(hcoll_allreduce(world(), "ar.cached", &d, &d, HCOLL_SUM, 1.0, 1.0, &req));
     HCOLL_REQUIRE_OK(waitAndFree(req));
-    for (int i = 0; i < 3; ++i) REQUIRE(t.get(i) == 10 * n * (n - 1) / 2 + n * (i + iter));
+    for (int i = 0; i < 3; ++i) HREQUIRE(t.get(i) == 10 * n * (n - 1) / 2 + n * (i + iter));
   }
   HCOLL_REQUIRE_OK(hcoll_comm_stats(world(), &after));
   // Only with the response cache on (the suite may also run under HCOLL_CACHE_CAPACITY=0).
   const char* capacity = std::getenv("HCOLL_CACHE_CAPACITY");
   if (capacity == nullptr || std::string(capacity) != "0") {
-    REQUIRE(after.cache_hits - before.cache_hits >= 4);
+    HREQUIRE(after.cache_hits - before.cache_hits >= 4);
   } else {
-    REQUIRE(after.cache_hits == before.cache_hits);
+    HREQUIRE(after.cache_hits == before.cache_hits);
   }
 }
 
-TEST_CASE("allreduce: float16/bfloat16 SUM accumulates in float32 and rounds once",
+HTEST_CASE("allreduce: float16/bfloat16 SUM accumulates in float32 and rounds once",
           "[allreduce][half_accumulate]") {
   // Rank 0 holds a value whose 16-bit neighbours are 2 apart (float16 2048, bfloat16 256); every
   // other rank adds 1. Rounded to 16 bits after each pairwise step, big + 1 is big again, so the
@@ -239,10 +239,10 @@ TEST_CASE("allreduce: float16/bfloat16 SUM accumulates in float32 and rounds onc
     HCOLL_REQUIRE_OK(
         hcoll_allreduce(world(), ("half.sum." + tag).c_str(), &d, &d, HCOLL_SUM, 1, 1, &req));
     HCOLL_REQUIRE_OK(waitAndFree(req));
-    INFO(tag << " at " << n << " ranks");
-    REQUIRE(t.get(0) == ref::roundToHalfPrecision(dtype, big + static_cast<float>(n - 1)));
-    REQUIRE(t.get(1) == 0.5 * n);
-    REQUIRE(t.get(2) == ref::roundToHalfPrecision(dtype, -big + static_cast<float>(n - 1)));
+    HINFO(tag << " at " << n << " ranks");
+    HREQUIRE(t.get(0) == ref::roundToHalfPrecision(dtype, big + static_cast<float>(n - 1)));
+    HREQUIRE(t.get(1) == 0.5 * n);
+    HREQUIRE(t.get(2) == ref::roundToHalfPrecision(dtype, -big + static_cast<float>(n - 1)));
 
     // Out of place: AVERAGE divides the once-rounded sum by N (in the unpack, after the
     // reduction), and rounds that once more.
@@ -254,7 +254,7 @@ TEST_CASE("allreduce: float16/bfloat16 SUM accumulates in float32 and rounds onc
                                      HCOLL_AVERAGE, 1, 1, &req));
     HCOLL_REQUIRE_OK(waitAndFree(req));
     const double sum = ref::roundToHalfPrecision(dtype, big + static_cast<float>(n - 1));
-    REQUIRE(out.get(0) == ref::roundToHalfPrecision(dtype, static_cast<float>(sum / n)));
-    REQUIRE(out.get(1) == 2.0);
+    HREQUIRE(out.get(0) == ref::roundToHalfPrecision(dtype, static_cast<float>(sum / n)));
+    HREQUIRE(out.get(1) == 2.0);
   }
 }

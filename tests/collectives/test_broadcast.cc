@@ -2,7 +2,7 @@
 #include <memory>
 #include <string>
 
-#include "mpi/reference.h"
+#include "collectives/reference.h"
 
 using namespace htest;
 using namespace htest::ref;
@@ -20,7 +20,7 @@ double junk(hcoll_dtype_t t) { return t == HCOLL_BOOL ? 1 : 99; }
 
 }  // namespace
 
-TEST_CASE("broadcast: every dtype from every root", "[broadcast]") {
+HTEST_CASE("broadcast: every dtype from every root", "[broadcast]") {
   const int r = worldRank();
   const int n = worldSize();
   const std::vector<std::vector<int64_t>> shapes = {{0}, {1}, {9}, {2, 3, 2}, {}};
@@ -54,7 +54,7 @@ TEST_CASE("broadcast: every dtype from every root", "[broadcast]") {
   }
 }
 
-TEST_CASE("broadcast: large buffer from the last rank", "[broadcast][large]") {
+HTEST_CASE("broadcast: large buffer from the last rank", "[broadcast][large]") {
   const int r = worldRank();
   const int n = worldSize();
   const int root = n - 1;
@@ -66,10 +66,10 @@ TEST_CASE("broadcast: large buffer from the last rank", "[broadcast][large]") {
   HCOLL_REQUIRE_OK(waitAndFree(req));
   int64_t wrong = 0;
   for (int64_t i = 0; i < buf.elements(); ++i) wrong += buf.get(i) != i;
-  REQUIRE(wrong == 0);
+  HREQUIRE(wrong == 0);
 }
 
-TEST_CASE("grouped_broadcast: mixed dtypes and shapes from every root", "[broadcast][grouped]") {
+HTEST_CASE("grouped_broadcast: mixed dtypes and shapes from every root", "[broadcast][grouped]") {
   const int r = worldRank();
   const int n = worldSize();
   const std::vector<std::pair<hcoll_dtype_t, std::vector<int64_t>>> members = {

@@ -3,7 +3,7 @@
 #include <memory>
 #include <string>
 
-#include "mpi/reference.h"
+#include "collectives/reference.h"
 
 using namespace htest;
 using namespace htest::ref;
@@ -33,10 +33,10 @@ void checkOutput(const Case& c, const hcoll_tensor_t& out, const std::string& wh
   for (size_t d = 1; d < c.shape.size(); ++d) rowElems *= c.shape[d];
   const int64_t rows = rsCount(d0, n, r);
   const int64_t first = rsOffset(d0, n, r) * rowElems;
-  REQUIRE(out.dtype == c.dtype);
-  REQUIRE(out.ndim == static_cast<int>(c.shape.size()));
-  REQUIRE(out.shape[0] == rows);
-  for (size_t d = 1; d < c.shape.size(); ++d) REQUIRE(out.shape[d] == c.shape[d]);
+  HREQUIRE(out.dtype == c.dtype);
+  HREQUIRE(out.ndim == static_cast<int>(c.shape.size()));
+  HREQUIRE(out.shape[0] == rows);
+  for (size_t d = 1; d < c.shape.size(); ++d) HREQUIRE(out.shape[d] == c.shape[d]);
   checkAll(
       c.dtype, rows * rowElems, [&](int64_t i) { return outputElement(out, i); },
       [&](int64_t i) { return expected(c.dtype, c.op, n, first + i, c.pre, c.post); }, what);
@@ -44,7 +44,7 @@ void checkOutput(const Case& c, const hcoll_tensor_t& out, const std::string& wh
 
 }  // namespace
 
-TEST_CASE("reducescatter: every dtype and op, uneven d0", "[reducescatter]") {
+HTEST_CASE("reducescatter: every dtype and op, uneven d0", "[reducescatter]") {
   const int n = worldSize();
   // d0 = 2N + 1 (uneven), N - 1 (some ranks get nothing), 1, 0, and an even multi-dim one.
   const std::vector<std::vector<int64_t>> shapes = {
@@ -78,7 +78,7 @@ TEST_CASE("reducescatter: every dtype and op, uneven d0", "[reducescatter]") {
   }
 }
 
-TEST_CASE("reducescatter: large uneven input", "[reducescatter][large]") {
+HTEST_CASE("reducescatter: large uneven input", "[reducescatter][large]") {
   const int n = worldSize();
   Case c{HCOLL_FLOAT32, HCOLL_SUM, {(1 << 20) + 1}};
   fill(c);
@@ -87,12 +87,12 @@ TEST_CASE("reducescatter: large uneven input", "[reducescatter][large]") {
   HCOLL_REQUIRE_OK(hcoll_wait(c.req, 30));
   hcoll_tensor_t out;
   HCOLL_REQUIRE_OK(hcoll_request_output(c.req, 0, &out));
-  REQUIRE(out.shape[0] == ref::rsCount((1 << 20) + 1, n, worldRank()));
+  HREQUIRE(out.shape[0] == ref::rsCount((1 << 20) + 1, n, worldRank()));
   checkOutput(c, out, "rs large");
   hcoll_request_free(c.req);
 }
 
-TEST_CASE("grouped_reducescatter: mixed dtypes and shapes", "[reducescatter][grouped]") {
+HTEST_CASE("grouped_reducescatter: mixed dtypes and shapes", "[reducescatter][grouped]") {
   const int n = worldSize();
   for (hcoll_reduce_op_t op : {HCOLL_SUM, HCOLL_MIN, HCOLL_PRODUCT}) {
     std::vector<Case> cases;
@@ -120,7 +120,7 @@ TEST_CASE("grouped_reducescatter: mixed dtypes and shapes", "[reducescatter][gro
   }
 }
 
-TEST_CASE("reducescatter: float16/bfloat16 SUM accumulates in float32 and rounds once",
+HTEST_CASE("reducescatter: float16/bfloat16 SUM accumulates in float32 and rounds once",
           "[reducescatter][half_accumulate]") {
   // As the allreduce case: big on rank 0 plus 1 from every other rank, in every row, so each
   // rank's block is big + N - 1 rounded once (2050 at 3 ranks in float16, not 2048).
@@ -137,11 +137,11 @@ TEST_CASE("reducescatter: float16/bfloat16 SUM accumulates in float32 and rounds
     HCOLL_REQUIRE_OK(hcoll_wait(req, 30));
     hcoll_tensor_t out;
     HCOLL_REQUIRE_OK(hcoll_request_output(req, 0, &out));
-    REQUIRE(outputElements(out) == 2);
+    HREQUIRE(outputElements(out) == 2);
     const float exact = big + static_cast<float>(n - 1);
     const double want = ref::roundToHalfPrecision(dtype, exact);
-    INFO(name << " at " << n << " ranks");
-    for (int i = 0; i < 2; ++i) REQUIRE(outputElement(out, i) == want);
+    HINFO(name << " at " << n << " ranks");
+    for (int i = 0; i < 2; ++i) HREQUIRE(outputElement(out, i) == want);
     HCOLL_REQUIRE_OK(hcoll_request_free(req));
   }
 }

@@ -27,7 +27,7 @@ struct Group {
 
 }  // namespace
 
-TEST_CASE("fusion: a 100-tensor grouped allreduce is one backend call", "[fusion]") {
+HTEST_CASE("fusion: a 100-tensor grouped allreduce is one backend call", "[fusion]") {
   const int r = worldRank(), n = worldSize();
   Group in(100, {1024}, r), out(100, {1024}, -1000);
   auto before = commStats(world());
@@ -36,21 +36,21 @@ TEST_CASE("fusion: a 100-tensor grouped allreduce is one backend call", "[fusion
                                            out.descs.data(), HCOLL_SUM, 1.0, 1.0, &req));
   HCOLL_REQUIRE_OK(waitAndFree(req));
   auto after = commStats(world());
-  CHECK(after.backend_calls - before.backend_calls == 1);
-  CHECK(after.fused_tensors - before.fused_tensors == 100);
-  CHECK(after.bytes - before.bytes == 100 * 1024 * 4);
+  HCHECK(after.backend_calls - before.backend_calls == 1);
+  HCHECK(after.fused_tensors - before.fused_tensors == 100);
+  HCHECK(after.bytes - before.bytes == 100 * 1024 * 4);
   for (int k = 0; k < 100; ++k) {
     for (int64_t i : {0, 1, 2, 1023}) {
-      REQUIRE(out.tensors[k].get(i) == n * (n - 1) / 2 + n * (k + i % 3));
+      HREQUIRE(out.tensors[k].get(i) == n * (n - 1) / 2 + n * (k + i % 3));
     }
   }
 }
 
-TEST_CASE("fusion: grouped allgather, broadcast and reducescatter are one call each", "[fusion]") {
+HTEST_CASE("fusion: grouped allgather, broadcast and reducescatter are one call each", "[fusion]") {
   const int r = worldRank(), n = worldSize();
   hcoll_request_t req;
 
-  SECTION("allgather, members with different row shapes and dim0 per rank") {
+  HSECTION("allgather, members with different row shapes and dim0 per rank") {
     std::vector<Tensor> ts;
     ts.emplace_back(HCOLL_FLOAT32, std::vector<int64_t>{1});
     ts.emplace_back(HCOLL_FLOAT32, std::vector<int64_t>{r + 1, 64});
@@ -64,7 +64,7 @@ TEST_CASE("fusion: grouped allgather, broadcast and reducescatter are one call e
     HCOLL_REQUIRE_OK(hcoll_grouped_allgather(world(), "fusion.ag", 3, ds.data(), &req));
     HCOLL_REQUIRE_OK(hcoll_wait(req, 30));
     auto after = commStats(world());
-    CHECK(after.backend_calls - before.backend_calls == 1);
+    HCHECK(after.backend_calls - before.backend_calls == 1);
     for (int k = 0; k < 3; ++k) {
       hcoll_tensor_t out;
       HCOLL_REQUIRE_OK(hcoll_request_output(req, k, &out));
@@ -73,14 +73,14 @@ TEST_CASE("fusion: grouped allgather, broadcast and reducescatter are one call e
         const int64_t rows = k == 0 ? 1 : k == 1 ? src + 1 : 2;
         const int64_t row = k == 0 ? 1 : k == 1 ? 64 : 3;
         for (int64_t j = 0; j < rows * row; ++j) {
-          REQUIRE(outputElement(out, i++) == 100 * src + 10 * k + j % 7);
+          HREQUIRE(outputElement(out, i++) == 100 * src + 10 * k + j % 7);
         }
       }
-      REQUIRE(outputElements(out) == i);
+      HREQUIRE(outputElements(out) == i);
     }
     hcoll_request_free(req);
   }
-  SECTION("broadcast from the last rank, mixed dtypes") {
+  HSECTION("broadcast from the last rank, mixed dtypes") {
     std::vector<Tensor> ts;
     ts.emplace_back(HCOLL_INT32, std::vector<int64_t>{5});
     ts.emplace_back(HCOLL_FLOAT64, std::vector<int64_t>{3, 3});
@@ -94,41 +94,41 @@ TEST_CASE("fusion: grouped allgather, broadcast and reducescatter are one call e
     HCOLL_REQUIRE_OK(hcoll_grouped_broadcast(world(), "fusion.bc", 3, ds.data(), n - 1, &req));
     HCOLL_REQUIRE_OK(waitAndFree(req));
     auto after = commStats(world());
-    CHECK(after.backend_calls - before.backend_calls == 1);
+    HCHECK(after.backend_calls - before.backend_calls == 1);
     for (size_t k = 0; k < ts.size(); ++k) {
-      for (int64_t i = 0; i < ts[k].elements(); ++i) REQUIRE(ts[k].get(i) == 10 * k + i);
+      for (int64_t i = 0; i < ts[k].elements(); ++i) HREQUIRE(ts[k].get(i) == 10 * k + i);
     }
   }
-  SECTION("reducescatter, uneven rows") {
+  HSECTION("reducescatter, uneven rows") {
     Group in(4, {2 * n + 1, 2}, r);
     auto before = commStats(world());
     HCOLL_REQUIRE_OK(hcoll_grouped_reducescatter(world(), "fusion.rs", 4, in.descs.data(), HCOLL_SUM,
                                                  1.0, 1.0, &req));
     HCOLL_REQUIRE_OK(hcoll_wait(req, 30));
     auto after = commStats(world());
-    CHECK(after.backend_calls - before.backend_calls == 1);
+    HCHECK(after.backend_calls - before.backend_calls == 1);
     const int64_t d0 = 2 * n + 1;
     const int64_t rows = d0 / n + (r < d0 % n ? 1 : 0);
     const int64_t first = r * (d0 / n) + std::min<int64_t>(r, d0 % n);
     for (int k = 0; k < 4; ++k) {
       hcoll_tensor_t out;
       HCOLL_REQUIRE_OK(hcoll_request_output(req, k, &out));
-      REQUIRE(out.shape[0] == rows);
+      HREQUIRE(out.shape[0] == rows);
       for (int64_t i = 0; i < rows * 2; ++i) {
         const int64_t g = first * 2 + i;
-        REQUIRE(outputElement(out, i) == n * (n - 1) / 2 + n * (k + g % 3));
+        HREQUIRE(outputElement(out, i) == n * (n - 1) / 2 + n * (k + g % 3));
       }
     }
     hcoll_request_free(req);
   }
 }
 
-TEST_CASE("fusion: a group larger than the fusion threshold is split but stays right",
+HTEST_CASE("fusion: a group larger than the fusion threshold is split but stays right",
           "[.][small_threshold]") {
   // Run with HCOLL_FUSION_THRESHOLD=4096 (see tests/CMakeLists.txt).
   const char* env = std::getenv("HCOLL_FUSION_THRESHOLD");
-  REQUIRE(env != nullptr);
-  REQUIRE(std::string(env) == "4096");
+  HREQUIRE(env != nullptr);
+  HREQUIRE(std::string(env) == "4096");
   const int r = worldRank(), n = worldSize();
   // 40 members of 1 KiB: 4 fit a 4 KiB buffer, so at least 10 calls, far fewer than 40.
   Group in(40, {256}, r), out(40, {256}, -1000);
@@ -139,10 +139,10 @@ TEST_CASE("fusion: a group larger than the fusion threshold is split but stays r
   HCOLL_REQUIRE_OK(waitAndFree(req));
   auto after = commStats(world());
   const uint64_t calls = after.backend_calls - before.backend_calls;
-  CHECK(calls >= 10);
-  CHECK(calls < 40);
+  HCHECK(calls >= 10);
+  HCHECK(calls < 40);
   for (int k = 0; k < 40; ++k) {
-    for (int64_t i = 0; i < 256; ++i) REQUIRE(out.tensors[k].get(i) == n * (n - 1) / 2 + n * (k + i % 3));
+    for (int64_t i = 0; i < 256; ++i) HREQUIRE(out.tensors[k].get(i) == n * (n - 1) / 2 + n * (k + i % 3));
   }
 
   // A member larger than the threshold on its own still works (it gets its own call).
@@ -150,7 +150,7 @@ TEST_CASE("fusion: a group larger than the fusion threshold is split but stays r
   HCOLL_REQUIRE_OK(hcoll_grouped_allreduce(world(), "fusion.big", 3, big.descs.data(),
                                            big.descs.data(), HCOLL_SUM, 1.0, 1.0, &req));
   HCOLL_REQUIRE_OK(waitAndFree(req));
-  for (int k = 0; k < 3; ++k) REQUIRE(big.tensors[k].get(4095) == n * (n - 1) / 2 + n * (k + 4095 % 3));
+  for (int k = 0; k < 3; ++k) HREQUIRE(big.tensors[k].get(4095) == n * (n - 1) / 2 + n * (k + 4095 % 3));
 
   // Allgather splits the same way.
   Group ag(12, {128}, r);
@@ -159,19 +159,19 @@ TEST_CASE("fusion: a group larger than the fusion threshold is split but stays r
   for (int k = 0; k < 12; ++k) {
     hcoll_tensor_t o;
     HCOLL_REQUIRE_OK(hcoll_request_output(req, k, &o));
-    REQUIRE(outputElements(o) == 128 * n);
-    for (int src = 0; src < n; ++src) REQUIRE(outputElement(o, src * 128 + 5) == src + k + 5 % 3);
+    HREQUIRE(outputElements(o) == 128 * n);
+    for (int src = 0; src < n; ++src) HREQUIRE(outputElement(o, src * 128 + 5) == src + k + 5 % 3);
   }
   hcoll_request_free(req);
 }
 
-TEST_CASE("fusion: ungrouped ops submitted within the batching window fuse into one call",
+HTEST_CASE("fusion: ungrouped ops submitted within the batching window fuse into one call",
           "[.][cycle_window]") {
   // Run with HCOLL_CYCLE_TIME_MS=300 (see tests/CMakeLists.txt): six allreduces submitted ~2 ms
   // apart fall in the window the first one opens, so they negotiate and run together.
   const char* env = std::getenv("HCOLL_CYCLE_TIME_MS");
-  REQUIRE(env != nullptr);
-  REQUIRE(std::string(env) == "300");
+  HREQUIRE(env != nullptr);
+  HREQUIRE(std::string(env) == "300");
   const int r = worldRank(), n = worldSize();
   constexpr int kOps = 6;
   Group in(kOps, {64}, r);
@@ -185,9 +185,9 @@ TEST_CASE("fusion: ungrouped ops submitted within the batching window fuse into 
   }
   for (hcoll_request_t req : reqs) HCOLL_REQUIRE_OK(waitAndFree(req));
   auto after = commStats(world());
-  CHECK(after.backend_calls - before.backend_calls == 1);
-  CHECK(after.fused_tensors - before.fused_tensors == kOps);
+  HCHECK(after.backend_calls - before.backend_calls == 1);
+  HCHECK(after.fused_tensors - before.fused_tensors == kOps);
   for (int k = 0; k < kOps; ++k) {
-    for (int64_t i : {0, 1, 2, 63}) REQUIRE(in.tensors[k].get(i) == n * (n - 1) / 2 + n * (k + i % 3));
+    for (int64_t i : {0, 1, 2, 63}) HREQUIRE(in.tensors[k].get(i) == n * (n - 1) / 2 + n * (k + i % 3));
   }
 }

@@ -8,7 +8,7 @@
 
 using namespace htest;
 
-TEST_CASE("names: ops submitted in opposite orders on different ranks", "[names]") {
+HTEST_CASE("names: ops submitted in opposite orders on different ranks", "[names]") {
   const int r = worldRank();
   const int n = worldSize();
   constexpr int kOps = 12;
@@ -28,11 +28,11 @@ TEST_CASE("names: ops submitted in opposite orders on different ranks", "[names]
   }
   for (int k : order) {
     HCOLL_REQUIRE_OK(waitAndFree(reqs[k]));
-    for (int i = 0; i <= k; ++i) REQUIRE(ts[k]->get(i) == 100 * n * (n - 1) / 2 + n * k);
+    for (int i = 0; i <= k; ++i) HREQUIRE(ts[k]->get(i) == 100 * n * (n - 1) / 2 + n * k);
   }
 }
 
-TEST_CASE("names: mixed collectives in opposite orders", "[names]") {
+HTEST_CASE("names: mixed collectives in opposite orders", "[names]") {
   const int r = worldRank();
   const int n = worldSize();
   Tensor ar(HCOLL_FLOAT32, {3}), bc(HCOLL_INT16, {2}), ag(HCOLL_INT8, {1});
@@ -54,17 +54,17 @@ TEST_CASE("names: mixed collectives in opposite orders", "[names]") {
   HCOLL_REQUIRE_OK(waitAndFree(q1));
   HCOLL_REQUIRE_OK(waitAndFree(q2));
   HCOLL_REQUIRE_OK(hcoll_wait(q3, 30));
-  for (int i = 0; i < 3; ++i) REQUIRE(ar.get(i) == n * (n - 1) / 2 + n * i);
-  REQUIRE(bc.get(0) == 11);
-  REQUIRE(bc.get(1) == 12);
+  for (int i = 0; i < 3; ++i) HREQUIRE(ar.get(i) == n * (n - 1) / 2 + n * i);
+  HREQUIRE(bc.get(0) == 11);
+  HREQUIRE(bc.get(1) == 12);
   hcoll_tensor_t out;
   HCOLL_REQUIRE_OK(hcoll_request_output(q3, 0, &out));
-  REQUIRE(out.shape[0] == n);
-  for (int k = 0; k < n; ++k) REQUIRE(outputElement(out, k) == k);
+  HREQUIRE(out.shape[0] == n);
+  for (int k = 0; k < n; ++k) HREQUIRE(outputElement(out, k) == k);
   hcoll_request_free(q3);
 }
 
-TEST_CASE("names: NULL names match by per-communicator call order", "[names]") {
+HTEST_CASE("names: NULL names match by per-communicator call order", "[names]") {
   const int r = worldRank();
   const int n = worldSize();
   constexpr int kOps = 6;
@@ -79,11 +79,11 @@ TEST_CASE("names: NULL names match by per-communicator call order", "[names]") {
   // Waiting in reverse order must not matter.
   for (int k = kOps - 1; k >= 0; --k) {
     HCOLL_REQUIRE_OK(waitAndFree(reqs[k]));
-    for (int i = 0; i < k + 2; ++i) REQUIRE(ts[k]->get(i) == n * (n - 1) / 2 + n * k);
+    for (int i = 0; i < k + 2; ++i) HREQUIRE(ts[k]->get(i) == n * (n - 1) / 2 + n * k);
   }
 }
 
-TEST_CASE("names: a second in-flight op with the same name is DUPLICATE_NAME", "[names]") {
+HTEST_CASE("names: a second in-flight op with the same name is DUPLICATE_NAME", "[names]") {
   const int r = worldRank();
   const int n = worldSize();
   Tensor first(HCOLL_INT32, {2}), second(HCOLL_INT32, {2});
@@ -94,14 +94,14 @@ TEST_CASE("names: a second in-flight op with the same name is DUPLICATE_NAME", "
   if (r == 0) {
     // The other ranks submit "dup" only after the barrier, so ours stays in flight until then.
     HCOLL_REQUIRE_OK(hcoll_allreduce(world(), "dup", &fd, &fd, HCOLL_SUM, 1, 1, &req));
-    REQUIRE(hcoll_allreduce(world(), "dup", &sd, &sd, HCOLL_SUM, 1, 1, &dupReq) ==
+    HREQUIRE(hcoll_allreduce(world(), "dup", &sd, &sd, HCOLL_SUM, 1, 1, &dupReq) ==
             HCOLL_ERR_DUPLICATE_NAME);
-    REQUIRE(dupReq == HCOLL_REQUEST_NULL);
-    REQUIRE(std::string(hcoll_last_error()).find("dup") != std::string::npos);
+    HREQUIRE(dupReq == HCOLL_REQUEST_NULL);
+    HREQUIRE(std::string(hcoll_last_error()).find("dup") != std::string::npos);
     // Another kind with the same name is a duplicate too.
     hcoll_request_t agReq = HCOLL_REQUEST_NULL;
-    REQUIRE(hcoll_allgather(world(), "dup", &sd, &agReq) == HCOLL_ERR_DUPLICATE_NAME);
-    REQUIRE(hcoll_test(req) == HCOLL_IN_PROGRESS);
+    HREQUIRE(hcoll_allgather(world(), "dup", &sd, &agReq) == HCOLL_ERR_DUPLICATE_NAME);
+    HREQUIRE(hcoll_test(req) == HCOLL_IN_PROGRESS);
     HCOLL_REQUIRE_OK(hcoll_barrier(world(), &barrier));
     HCOLL_REQUIRE_OK(waitAndFree(barrier));
   } else {
@@ -110,10 +110,10 @@ TEST_CASE("names: a second in-flight op with the same name is DUPLICATE_NAME", "
     HCOLL_REQUIRE_OK(hcoll_allreduce(world(), "dup", &fd, &fd, HCOLL_SUM, 1, 1, &req));
   }
   HCOLL_REQUIRE_OK(waitAndFree(req));
-  REQUIRE(first.get(0) == n * (n - 1) / 2);
-  REQUIRE(first.get(1) == n);
+  HREQUIRE(first.get(0) == n * (n - 1) / 2);
+  HREQUIRE(first.get(1) == n);
   // Once completed, the name can be used again.
   HCOLL_REQUIRE_OK(hcoll_allreduce(world(), "dup", &fd, &fd, HCOLL_SUM, 1, 1, &req));
   HCOLL_REQUIRE_OK(waitAndFree(req));
-  REQUIRE(first.get(1) == n * n);
+  HREQUIRE(first.get(1) == n * n);
 }

@@ -2,7 +2,7 @@
 #include <memory>
 #include <string>
 
-#include "mpi/reference.h"
+#include "collectives/reference.h"
 
 using namespace htest;
 using namespace htest::ref;
@@ -32,16 +32,16 @@ void checkGathered(hcoll_dtype_t t, const hcoll_tensor_t& out, int variant,
   for (int64_t d : rowShape) rowElems *= d;
   int64_t totalRows = 0;
   for (int src = 0; src < n; ++src) totalRows += rowsOf(src, variant);
-  REQUIRE(out.dtype == t);
-  REQUIRE(out.ndim == static_cast<int>(rowShape.size()) + 1);
-  REQUIRE(out.shape[0] == totalRows);
-  for (size_t d = 0; d < rowShape.size(); ++d) REQUIRE(out.shape[d + 1] == rowShape[d]);
+  HREQUIRE(out.dtype == t);
+  HREQUIRE(out.ndim == static_cast<int>(rowShape.size()) + 1);
+  HREQUIRE(out.shape[0] == totalRows);
+  for (size_t d = 0; d < rowShape.size(); ++d) HREQUIRE(out.shape[d + 1] == rowShape[d]);
   int64_t at = 0;
   for (int src = 0; src < n; ++src) {
     for (int64_t row = 0; row < rowsOf(src, variant); ++row) {
       for (int64_t j = 0; j < rowElems; ++j, ++at) {
-        INFO("dtype " << dtypeName(t) << " src " << src << " row " << row << " j " << j);
-        REQUIRE(close(t, outputElement(out, at), agValue(t, src, row, j)));
+        HINFO("dtype " << dtypeName(t) << " src " << src << " row " << row << " j " << j);
+        HREQUIRE(close(t, outputElement(out, at), agValue(t, src, row, j)));
       }
     }
   }
@@ -61,7 +61,7 @@ std::unique_ptr<Tensor> makeInput(hcoll_dtype_t t, int variant, const std::vecto
 
 }  // namespace
 
-TEST_CASE("allgather: every dtype with per-rank dim0", "[allgather]") {
+HTEST_CASE("allgather: every dtype with per-rank dim0", "[allgather]") {
   const std::vector<std::vector<int64_t>> rowShapes = {{}, {3}, {2, 2}};
   for (hcoll_dtype_t t : allDtypes()) {
     struct Pending {
@@ -88,13 +88,13 @@ TEST_CASE("allgather: every dtype with per-rank dim0", "[allgather]") {
       checkGathered(t, out, p.variant, p.rowShape);
       // Only output 0 exists.
       hcoll_tensor_t none;
-      REQUIRE(hcoll_request_output(p.req, 1, &none) == HCOLL_ERR_INVALID_ARGUMENT);
+      HREQUIRE(hcoll_request_output(p.req, 1, &none) == HCOLL_ERR_INVALID_ARGUMENT);
       HCOLL_REQUIRE_OK(hcoll_request_free(p.req));
     }
   }
 }
 
-TEST_CASE("allgather: large input", "[allgather][large]") {
+HTEST_CASE("allgather: large input", "[allgather][large]") {
   const int r = worldRank();
   const int n = worldSize();
   const int64_t count = (1 << 18) + r;  // different dim0 per rank
@@ -113,12 +113,12 @@ TEST_CASE("allgather: large input", "[allgather][large]") {
       wrong += outputElement(out, at) != src * 1000000 + i;
     }
   }
-  REQUIRE(out.shape[0] == at);
-  REQUIRE(wrong == 0);
+  HREQUIRE(out.shape[0] == at);
+  HREQUIRE(wrong == 0);
   hcoll_request_free(req);
 }
 
-TEST_CASE("grouped_allgather: mixed dtypes and shapes, output i belongs to ins[i]",
+HTEST_CASE("grouped_allgather: mixed dtypes and shapes, output i belongs to ins[i]",
           "[allgather][grouped]") {
   const std::vector<std::pair<hcoll_dtype_t, std::pair<int, std::vector<int64_t>>>> members = {
       {HCOLL_FLOAT32, {0, {}}}, {HCOLL_INT16, {1, {2}}}, {HCOLL_FLOAT16, {0, {3, 1}}},

@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "mpi/reference.h"
+#include "collectives/reference.h"
 
 using namespace htest;
 using namespace htest::ref;
@@ -64,18 +64,18 @@ void expectMismatch(hcoll_request_t req, const std::string& name) {
   hcoll_status_t s = hcoll_wait(req, 30);
   std::string message = hcoll_request_error(req);
   hcoll_request_free(req);
-  INFO(hcoll_status_string(s) << ": " << message);
-  REQUIRE(s == HCOLL_ERR_MISMATCH);
-  REQUIRE(message.find("'" + name + "'") != std::string::npos);
-  REQUIRE(message.find("dim0") != std::string::npos);
-  REQUIRE(message.find("rank " + std::to_string(worldSize() - 1)) != std::string::npos);
+  HINFO(hcoll_status_string(s) << ": " << message);
+  HREQUIRE(s == HCOLL_ERR_MISMATCH);
+  HREQUIRE(message.find("'" + name + "'") != std::string::npos);
+  HREQUIRE(message.find("dim0") != std::string::npos);
+  HREQUIRE(message.find("rank " + std::to_string(worldSize() - 1)) != std::string::npos);
 }
 
 constexpr int64_t kCols = 2;
 
 }  // namespace
 
-TEST_CASE("allgather_into: every dtype, uneven dim0, in place, output descriptor", "[into]") {
+HTEST_CASE("allgather_into: every dtype, uneven dim0, in place, output descriptor", "[into]") {
   const int r = worldRank();
   const int n = worldSize();
   int64_t total = 0;
@@ -95,24 +95,24 @@ TEST_CASE("allgather_into: every dtype, uneven dim0, in place, output descriptor
       HCOLL_REQUIRE_OK(hcoll_wait(req, 30));
       hcoll_tensor_t view;
       HCOLL_REQUIRE_OK(hcoll_request_output(req, 0, &view));
-      REQUIRE(view.data == out.data());  // the caller's memory, the result's shape
-      REQUIRE(view.ndim == 2);
-      REQUIRE(view.shape[0] == total);
+      HREQUIRE(view.data == out.data());  // the caller's memory, the result's shape
+      HREQUIRE(view.ndim == 2);
+      HREQUIRE(view.shape[0] == total);
       HCOLL_REQUIRE_OK(hcoll_request_free(req));
       int64_t row = 0;
       for (int k = 0; k < n; ++k) {
         for (int64_t i = 0; i < (k + 1) * kCols; ++i) {
-          INFO(dtypeName(t) << " in place " << inPlace << " rank " << k << " element " << i);
-          REQUIRE(close(t, out.get(row * kCols + i), rowValue(t, k, i)));
+          HINFO(dtypeName(t) << " in place " << inPlace << " rank " << k << " element " << i);
+          HREQUIRE(close(t, out.get(row * kCols + i), rowValue(t, k, i)));
         }
         row += k + 1;
       }
-      REQUIRE(out.untouchedFrom(total));
+      HREQUIRE(out.untouchedFrom(total));
     }
   }
 }
 
-TEST_CASE("grouped_allgather_into: members of two dtypes, an empty one", "[into]") {
+HTEST_CASE("grouped_allgather_into: members of two dtypes, an empty one", "[into]") {
   const int r = worldRank();
   const int n = worldSize();
   auto a = rowsOf(HCOLL_INT32, r, 1, kCols);
@@ -124,18 +124,18 @@ TEST_CASE("grouped_allgather_into: members of two dtypes, an empty one", "[into]
   HCOLL_REQUIRE_OK(waitAndFree(req));
   for (int k = 0; k < n; ++k) {
     for (int64_t i = 0; i < kCols; ++i)
-      REQUIRE(outA.get(k * kCols + i) == rowValue(HCOLL_INT32, k, i));
+      HREQUIRE(outA.get(k * kCols + i) == rowValue(HCOLL_INT32, k, i));
   }
   for (int k = 1; k < n; ++k) {
     for (int64_t i = 0; i < 2 * kCols; ++i) {
-      REQUIRE(outB.get((k - 1) * 2 * kCols + i) == rowValue(HCOLL_FLOAT16, k, i));
+      HREQUIRE(outB.get((k - 1) * 2 * kCols + i) == rowValue(HCOLL_FLOAT16, k, i));
     }
   }
-  REQUIRE(outA.untouchedFrom(n));
-  REQUIRE(outB.untouchedFrom(2 * (n - 1)));
+  HREQUIRE(outA.untouchedFrom(n));
+  HREQUIRE(outB.untouchedFrom(2 * (n - 1)));
 }
 
-TEST_CASE("alltoall_into: every dtype, a receive buffer larger than needed", "[into]") {
+HTEST_CASE("alltoall_into: every dtype, a receive buffer larger than needed", "[into]") {
   const int r = worldRank();
   const int n = worldSize();
   // Rank r sends j + 1 rows to rank j, so rank r receives n * (r + 1) rows (r + 1 from each).
@@ -154,26 +154,26 @@ TEST_CASE("alltoall_into: every dtype, a receive buffer larger than needed", "[i
     const int64_t* got;
     int count;
     HCOLL_REQUIRE_OK(hcoll_request_received_splits(req, 0, &got, &count));
-    REQUIRE(count == n);
-    for (int k = 0; k < n; ++k) REQUIRE(got[k] == r + 1);
+    HREQUIRE(count == n);
+    for (int k = 0; k < n; ++k) HREQUIRE(got[k] == r + 1);
     hcoll_tensor_t view;
     HCOLL_REQUIRE_OK(hcoll_request_output(req, 0, &view));
-    REQUIRE(view.data == out.data());
-    REQUIRE(view.shape[0] == received);
+    HREQUIRE(view.data == out.data());
+    HREQUIRE(view.shape[0] == received);
     HCOLL_REQUIRE_OK(hcoll_request_free(req));
     // From rank k: its rows [sum_{j<r} (j + 1), + r + 1), i.e. starting at row r (r + 1) / 2.
     for (int k = 0; k < n; ++k) {
       const int64_t srcRow = r * (r + 1) / 2;
       for (int64_t i = 0; i < (r + 1) * kCols; ++i) {
-        INFO(dtypeName(t) << " from rank " << k << " element " << i);
-        REQUIRE(close(t, out.get((k * (r + 1)) * kCols + i), rowValue(t, k, srcRow * kCols + i)));
+        HINFO(dtypeName(t) << " from rank " << k << " element " << i);
+        HREQUIRE(close(t, out.get((k * (r + 1)) * kCols + i), rowValue(t, k, srcRow * kCols + i)));
       }
     }
-    REQUIRE(out.untouchedFrom(received));
+    HREQUIRE(out.untouchedFrom(received));
   }
 }
 
-TEST_CASE("reducescatter_into: every dtype, uneven d0, in place", "[into]") {
+HTEST_CASE("reducescatter_into: every dtype, uneven d0, in place", "[into]") {
   const int r = worldRank();
   const int n = worldSize();
   const int64_t d0 = 2 * n + 1;
@@ -194,15 +194,15 @@ TEST_CASE("reducescatter_into: every dtype, uneven d0, in place", "[into]") {
       HCOLL_REQUIRE_OK(waitAndFree(req));
       for (int64_t i = 0; i < rows * kCols; ++i) {
         const double got = inPlace ? in.get(first + i) : out.get(i);
-        INFO(dtypeName(t) << " in place " << inPlace << " element " << i);
-        REQUIRE(close(t, got, expected(t, op, n, first + i)));
+        HINFO(dtypeName(t) << " in place " << inPlace << " element " << i);
+        HREQUIRE(close(t, got, expected(t, op, n, first + i)));
       }
-      REQUIRE(out.untouchedFrom(inPlace ? 0 : rows));
+      HREQUIRE(out.untouchedFrom(inPlace ? 0 : rows));
     }
   }
 }
 
-TEST_CASE("grouped_reducescatter_into: two members, scaling", "[into]") {
+HTEST_CASE("grouped_reducescatter_into: two members, scaling", "[into]") {
   const int r = worldRank();
   const int n = worldSize();
   const std::vector<int64_t> d0s = {n + 1, 3 * n};
@@ -225,14 +225,14 @@ TEST_CASE("grouped_reducescatter_into: two members, scaling", "[into]") {
     const int64_t rows = rsCount(d0s[m], n, r);
     const int64_t first = rsOffset(d0s[m], n, r) * kCols;
     for (int64_t i = 0; i < rows * kCols; ++i) {
-      REQUIRE(close(HCOLL_FLOAT32, outs[m]->get(i),
+      HREQUIRE(close(HCOLL_FLOAT32, outs[m]->get(i),
                     expected(HCOLL_FLOAT32, HCOLL_SUM, n, first + i, 2.0, 0.5)));
     }
-    REQUIRE(outs[m]->untouchedFrom(rows));
+    HREQUIRE(outs[m]->untouchedFrom(rows));
   }
 }
 
-TEST_CASE("into: a wrong-sized output on one rank is MISMATCH everywhere, nothing written",
+HTEST_CASE("into: a wrong-sized output on one rank is MISMATCH everywhere, nothing written",
           "[into][mismatch]") {
   const int r = worldRank();
   const int n = worldSize();
@@ -240,7 +240,7 @@ TEST_CASE("into: a wrong-sized output on one rank is MISMATCH everywhere, nothin
   // Each operation runs once correctly first, so the wrong size also meets the response cache.
   for (int round = 0; round < 3; ++round) {
     const bool wrong = round == 2;
-    INFO("round " << round);
+    HINFO("round " << round);
     {  // allgather: the last rank's output is one row short
       auto in = rowsOf(HCOLL_INT64, r, 1, kCols);
       Out out(HCOLL_INT64, n - (wrong && bad ? 1 : 0), kCols);
@@ -249,7 +249,7 @@ TEST_CASE("into: a wrong-sized output on one rank is MISMATCH everywhere, nothin
       HCOLL_REQUIRE_OK(hcoll_allgather_into(world(), "into.bad.ag", &din, &dout, nullptr, &req));
       if (wrong) {
         expectMismatch(req, "into.bad.ag");
-        REQUIRE(out.untouchedFrom(0));
+        HREQUIRE(out.untouchedFrom(0));
       } else {
         HCOLL_REQUIRE_OK(waitAndFree(req));
       }
@@ -264,7 +264,7 @@ TEST_CASE("into: a wrong-sized output on one rank is MISMATCH everywhere, nothin
                                                 1.0, nullptr, &req));
       if (wrong) {
         expectMismatch(req, "into.bad.rs");
-        REQUIRE(out.untouchedFrom(0));
+        HREQUIRE(out.untouchedFrom(0));
       } else {
         HCOLL_REQUIRE_OK(waitAndFree(req));
       }
@@ -278,7 +278,7 @@ TEST_CASE("into: a wrong-sized output on one rank is MISMATCH everywhere, nothin
           hcoll_alltoall_into(world(), "into.bad.a2a", &din, nullptr, &dout, nullptr, &req));
       if (wrong) {
         expectMismatch(req, "into.bad.a2a");
-        REQUIRE(out.untouchedFrom(0));
+        HREQUIRE(out.untouchedFrom(0));
       } else {
         HCOLL_REQUIRE_OK(waitAndFree(req));
       }
@@ -293,8 +293,8 @@ TEST_CASE("into: a wrong-sized output on one rank is MISMATCH everywhere, nothin
           hcoll_grouped_allgather_into(world(), "into.bad.gag", 2, ins, outs, nullptr, &req));
       if (wrong) {
         expectMismatch(req, "into.bad.gag");
-        REQUIRE(outA.untouchedFrom(0));
-        REQUIRE(outB.untouchedFrom(0));
+        HREQUIRE(outA.untouchedFrom(0));
+        HREQUIRE(outB.untouchedFrom(0));
       } else {
         HCOLL_REQUIRE_OK(waitAndFree(req));
       }
@@ -307,32 +307,32 @@ TEST_CASE("into: a wrong-sized output on one rank is MISMATCH everywhere, nothin
   hcoll_request_t req;
   HCOLL_REQUIRE_OK(hcoll_allreduce(world(), "into.after", &dx, &dx, HCOLL_SUM, 1, 1, &req));
   HCOLL_REQUIRE_OK(waitAndFree(req));
-  REQUIRE(x.get(0) == n);
+  HREQUIRE(x.get(0) == n);
 }
 
-TEST_CASE("into: what one rank can check alone is INVALID_ARGUMENT at once", "[into][errors]") {
+HTEST_CASE("into: what one rank can check alone is INVALID_ARGUMENT at once", "[into][errors]") {
   Tensor in(HCOLL_FLOAT32, {4, kCols}), other(HCOLL_INT32, {4, kCols}),
       cols3(HCOLL_FLOAT32, {4, 3});
   Tensor scalar(HCOLL_FLOAT32, {});
   hcoll_tensor_t din = in.desc(), dother = other.desc(), d3 = cols3.desc(), d0 = scalar.desc();
   hcoll_request_t req = HCOLL_REQUEST_NULL;
   const auto E = HCOLL_ERR_INVALID_ARGUMENT;
-  REQUIRE(hcoll_allgather_into(world(), nullptr, &din, nullptr, nullptr, &req) == E);
-  REQUIRE(hcoll_allgather_into(world(), nullptr, &din, &dother, nullptr, &req) == E);  // dtype
-  REQUIRE(std::string(hcoll_last_error()).find("out") != std::string::npos);
-  REQUIRE(hcoll_allgather_into(world(), nullptr, &din, &d3, nullptr, &req) == E);  // dims[1:]
-  REQUIRE(hcoll_reducescatter_into(world(), nullptr, &din, &d0, HCOLL_SUM, 1, 1, nullptr, &req) ==
+  HREQUIRE(hcoll_allgather_into(world(), nullptr, &din, nullptr, nullptr, &req) == E);
+  HREQUIRE(hcoll_allgather_into(world(), nullptr, &din, &dother, nullptr, &req) == E);  // dtype
+  HREQUIRE(std::string(hcoll_last_error()).find("out") != std::string::npos);
+  HREQUIRE(hcoll_allgather_into(world(), nullptr, &din, &d3, nullptr, &req) == E);  // dims[1:]
+  HREQUIRE(hcoll_reducescatter_into(world(), nullptr, &din, &d0, HCOLL_SUM, 1, 1, nullptr, &req) ==
           E);  // ndim
   hcoll_tensor_t outs[1] = {din};
-  REQUIRE(hcoll_grouped_reducescatter_into(world(), nullptr, 1, &din, nullptr, HCOLL_SUM, 1, 1,
+  HREQUIRE(hcoll_grouped_reducescatter_into(world(), nullptr, 1, &din, nullptr, HCOLL_SUM, 1, 1,
                                            nullptr, &req) == E);
   hcoll_op_options_t future{};
   future.mask = uint64_t{1} << 63;  // an option this library does not know
-  REQUIRE(hcoll_grouped_allgather_into(world(), nullptr, 1, &din, outs, &future, &req) == E);
-  REQUIRE(std::string(hcoll_last_error()).find("mask") != std::string::npos);
+  HREQUIRE(hcoll_grouped_allgather_into(world(), nullptr, 1, &din, outs, &future, &req) == E);
+  HREQUIRE(std::string(hcoll_last_error()).find("mask") != std::string::npos);
   // alltoall is not in place: out overlapping in is refused.
-  REQUIRE(hcoll_alltoall_into(world(), nullptr, &din, nullptr, &din, nullptr, &req) == E);
-  REQUIRE(req == HCOLL_REQUEST_NULL);  // nothing was enqueued
+  HREQUIRE(hcoll_alltoall_into(world(), nullptr, &din, nullptr, &din, nullptr, &req) == E);
+  HREQUIRE(req == HCOLL_REQUEST_NULL);  // nothing was enqueued
   // mask 0 is the same as NULL.
   hcoll_op_options_t none{};
   Out out(HCOLL_FLOAT32, 4 * worldSize(), kCols);

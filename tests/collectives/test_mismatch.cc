@@ -11,15 +11,15 @@ namespace {
 
 // Waits for `req` expecting MISMATCH; checks the message has every string in `parts`.
 void expectMismatch(hcoll_request_t req, const std::vector<std::string>& parts) {
-  REQUIRE(hcoll_wait(req, 30) == HCOLL_ERR_MISMATCH);
+  HREQUIRE(hcoll_wait(req, 30) == HCOLL_ERR_MISMATCH);
   std::string msg = hcoll_request_error(req);
   std::string last = hcoll_last_error();
-  INFO("request error: " << msg << "\nlast error: " << last);
-  REQUIRE(!last.empty());
-  for (const auto& p : parts) REQUIRE(msg.find(p) != std::string::npos);
+  HINFO("request error: " << msg << "\nlast error: " << last);
+  HREQUIRE(!last.empty());
+  for (const auto& p : parts) HREQUIRE(msg.find(p) != std::string::npos);
   // The output accessor reports the same failure.
   hcoll_tensor_t out;
-  REQUIRE(hcoll_request_output(req, 0, &out) == HCOLL_ERR_MISMATCH);
+  HREQUIRE(hcoll_request_output(req, 0, &out) == HCOLL_ERR_MISMATCH);
   HCOLL_REQUIRE_OK(hcoll_request_free(req));
 }
 
@@ -32,37 +32,37 @@ void expectWorldWorks() {
   hcoll_request_t req;
   HCOLL_REQUIRE_OK(hcoll_allreduce(world(), nullptr, &d, &d, HCOLL_SUM, 1, 1, &req));
   HCOLL_REQUIRE_OK(waitAndFree(req));
-  REQUIRE(t.get(0) == n);
+  HREQUIRE(t.get(0) == n);
 }
 
 }  // namespace
 
-TEST_CASE("mismatch: allreduce fields", "[mismatch]") {
+HTEST_CASE("mismatch: allreduce fields", "[mismatch]") {
   const int r = worldRank();
   const bool odd = r == 1;  // rank 1 differs from the others
   Tensor f32(HCOLL_FLOAT32, {4}), f64(HCOLL_FLOAT64, {4}), f32b(HCOLL_FLOAT32, {5});
   auto a = f32.desc(), b = f64.desc(), c = f32b.desc();
   hcoll_request_t req;
 
-  SECTION("dtype") {
+  HSECTION("dtype") {
     auto& d = odd ? b : a;
     HCOLL_REQUIRE_OK(hcoll_allreduce(world(), "mm.dtype", &d, &d, HCOLL_SUM, 1, 1, &req));
     expectMismatch(req, {"mm.dtype", "dtype", "rank 0", "rank 1", "float32", "float64"});
   }
-  SECTION("shape") {
+  HSECTION("shape") {
     auto& d = odd ? c : a;
     HCOLL_REQUIRE_OK(hcoll_allreduce(world(), "mm.shape", &d, &d, HCOLL_SUM, 1, 1, &req));
     expectMismatch(req, {"mm.shape", "shape", "rank 0", "rank 1"});
   }
-  SECTION("reduce op") {
+  HSECTION("reduce op") {
     HCOLL_REQUIRE_OK(hcoll_allreduce(world(), "mm.op", &a, &a, odd ? HCOLL_MAX : HCOLL_SUM, 1, 1, &req));
     expectMismatch(req, {"mm.op", "reduce op", "rank 0", "rank 1"});
   }
-  SECTION("prescale") {
+  HSECTION("prescale") {
     HCOLL_REQUIRE_OK(hcoll_allreduce(world(), "mm.pre", &a, &a, HCOLL_SUM, odd ? 2.0 : 1.0, 1, &req));
     expectMismatch(req, {"mm.pre", "prescale", "rank 0", "rank 1"});
   }
-  SECTION("prescale differing in the last bits") {
+  HSECTION("prescale differing in the last bits") {
     // 1/3 rounded to float on one rank and in double on the others: the message must show two
     // different numbers, each in full (round-trip) precision.
     const double third = 1.0 / 3.0, thirdFloat = static_cast<float>(1.0 / 3.0);
@@ -71,11 +71,11 @@ TEST_CASE("mismatch: allreduce fields", "[mismatch]") {
     expectMismatch(req, {"mm.pre.bits", "prescale", "rank 0 has 0.3333333333333333",
                          "rank 1 has 0.3333333432674408"});
   }
-  SECTION("postscale") {
+  HSECTION("postscale") {
     HCOLL_REQUIRE_OK(hcoll_allreduce(world(), "mm.post", &a, &a, HCOLL_SUM, 1, odd ? 0.5 : 1.0, &req));
     expectMismatch(req, {"mm.post", "postscale", "rank 0", "rank 1"});
   }
-  SECTION("operation kind") {
+  HSECTION("operation kind") {
     if (odd) {
       HCOLL_REQUIRE_OK(hcoll_allgather(world(), "mm.kind", &a, &req));
     } else {
@@ -83,13 +83,13 @@ TEST_CASE("mismatch: allreduce fields", "[mismatch]") {
     }
     expectMismatch(req, {"mm.kind", "kind", "rank 0", "rank 1"});
   }
-  SECTION("group size") {
+  HSECTION("group size") {
     hcoll_tensor_t two[] = {a, c};
     HCOLL_REQUIRE_OK(hcoll_grouped_allreduce(world(), "mm.group", odd ? 2 : 1, two, two, HCOLL_SUM,
                                              1, 1, &req));
     expectMismatch(req, {"mm.group", "group size", "rank 0", "rank 1"});
   }
-  SECTION("grouped member dtype") {
+  HSECTION("grouped member dtype") {
     hcoll_tensor_t grp[] = {a, odd ? b : c};
     HCOLL_REQUIRE_OK(hcoll_grouped_allreduce(world(), "mm.member", 2, grp, grp, HCOLL_SUM, 1, 1, &req));
     expectMismatch(req, {"mm.member", "member 1", "rank 0", "rank 1"});
@@ -97,61 +97,61 @@ TEST_CASE("mismatch: allreduce fields", "[mismatch]") {
   expectWorldWorks();
 }
 
-TEST_CASE("mismatch: allgather, broadcast, reducescatter, alltoall fields", "[mismatch]") {
+HTEST_CASE("mismatch: allgather, broadcast, reducescatter, alltoall fields", "[mismatch]") {
   const int r = worldRank();
   const int n = worldSize();
   const bool odd = r == 1;
   hcoll_request_t req;
 
-  SECTION("allgather dims after dim 0") {
+  HSECTION("allgather dims after dim 0") {
     Tensor x(HCOLL_INT32, {2, odd ? 4 : 3});
     auto d = x.desc();
     HCOLL_REQUIRE_OK(hcoll_allgather(world(), "mm.ag.rows", &d, &req));
     expectMismatch(req, {"mm.ag.rows", "shape after dim 0", "rank 0", "rank 1"});
   }
-  SECTION("allgather ndim") {
+  HSECTION("allgather ndim") {
     Tensor x(HCOLL_INT32, odd ? std::vector<int64_t>{2, 1} : std::vector<int64_t>{2});
     auto d = x.desc();
     HCOLL_REQUIRE_OK(hcoll_allgather(world(), "mm.ag.ndim", &d, &req));
     expectMismatch(req, {"mm.ag.ndim", "ndim", "rank 0", "rank 1"});
   }
-  SECTION("allgather dtype") {
+  HSECTION("allgather dtype") {
     Tensor x(odd ? HCOLL_INT64 : HCOLL_INT32, {1});
     auto d = x.desc();
     HCOLL_REQUIRE_OK(hcoll_allgather(world(), "mm.ag.dtype", &d, &req));
     expectMismatch(req, {"mm.ag.dtype", "dtype", "int32", "int64"});
   }
-  SECTION("broadcast root") {
+  HSECTION("broadcast root") {
     Tensor x(HCOLL_INT32, {3});
     auto d = x.desc();
     HCOLL_REQUIRE_OK(hcoll_broadcast(world(), "mm.bc.root", &d, odd ? 1 : 0, &req));
     expectMismatch(req, {"mm.bc.root", "root", "rank 0", "rank 1"});
   }
-  SECTION("broadcast shape") {
+  HSECTION("broadcast shape") {
     Tensor x(HCOLL_INT32, {odd ? 4 : 3});
     auto d = x.desc();
     HCOLL_REQUIRE_OK(hcoll_broadcast(world(), "mm.bc.shape", &d, 0, &req));
     expectMismatch(req, {"mm.bc.shape", "shape", "rank 0", "rank 1"});
   }
-  SECTION("reducescatter shape") {
+  HSECTION("reducescatter shape") {
     Tensor x(HCOLL_FLOAT32, {odd ? n + 1 : n});
     auto d = x.desc();
     HCOLL_REQUIRE_OK(hcoll_reducescatter(world(), "mm.rs.shape", &d, HCOLL_SUM, 1, 1, &req));
     expectMismatch(req, {"mm.rs.shape", "shape", "rank 0", "rank 1"});
   }
-  SECTION("reducescatter op") {
+  HSECTION("reducescatter op") {
     Tensor x(HCOLL_FLOAT32, {n});
     auto d = x.desc();
     HCOLL_REQUIRE_OK(hcoll_reducescatter(world(), "mm.rs.op", &d, odd ? HCOLL_MIN : HCOLL_MAX, 1, 1, &req));
     expectMismatch(req, {"mm.rs.op", "reduce op", "rank 0", "rank 1"});
   }
-  SECTION("alltoall dtype") {
+  HSECTION("alltoall dtype") {
     Tensor x(odd ? HCOLL_UINT8 : HCOLL_INT8, {n});
     auto d = x.desc();
     HCOLL_REQUIRE_OK(hcoll_alltoall(world(), "mm.a2a.dtype", &d, nullptr, &req));
     expectMismatch(req, {"mm.a2a.dtype", "dtype", "rank 0", "rank 1"});
   }
-  SECTION("grouped broadcast group size") {
+  HSECTION("grouped broadcast group size") {
     Tensor x(HCOLL_INT32, {3}), y(HCOLL_INT32, {2});
     hcoll_tensor_t grp[] = {x.desc(), y.desc()};
     HCOLL_REQUIRE_OK(hcoll_grouped_broadcast(world(), "mm.gbc", odd ? 1 : 2, grp, 0, &req));
@@ -160,7 +160,7 @@ TEST_CASE("mismatch: allgather, broadcast, reducescatter, alltoall fields", "[mi
   expectWorldWorks();
 }
 
-TEST_CASE("mismatch: an op while a rank has joined", "[mismatch][join]") {
+HTEST_CASE("mismatch: an op while a rank has joined", "[mismatch][join]") {
   const int r = worldRank();
   const int n = worldSize();
   hcoll_request_t join;
@@ -177,7 +177,7 @@ TEST_CASE("mismatch: an op while a rank has joined", "[mismatch][join]") {
     Tensor y(HCOLL_INT32, {n});
     auto yd = y.desc();
     HCOLL_REQUIRE_OK(hcoll_alltoall(world(), "mm.joined.a2a", &yd, nullptr, &req));
-    REQUIRE(hcoll_wait(req, 30) == HCOLL_ERR_MISMATCH);
+    HREQUIRE(hcoll_wait(req, 30) == HCOLL_ERR_MISMATCH);
     hcoll_request_free(req);
     HCOLL_REQUIRE_OK(hcoll_join(world(), &join));
   }

@@ -38,14 +38,14 @@ void runJoin(int first, int last) {
     for (int i = 0; i < 5; ++i) {
       double want = 0;
       for (int k = 0; k < n; ++k) want += k == first ? 0 : jv(k, i);
-      REQUIRE(sum.get(i) == want);
-      REQUIRE(avg.get(i) == Approx(want / n));  // divides by N, not by the ranks that joined
+      HREQUIRE(sum.get(i) == want);
+      HREQUIRE(avg.get(i) == Approx(want / n));  // divides by N, not by the ranks that joined
     }
     // MAX with a zero from the joined rank: all values are positive, so zeros never win.
     for (int i = 0; i < 3; ++i) {
       double want = 0;
       for (int k = 0; k < n; ++k) want = std::max(want, k == first ? 0 : jv(k, i));
-      REQUIRE(isum.get(i) == want);
+      HREQUIRE(isum.get(i) == want);
     }
     if (r != last) HCOLL_REQUIRE_OK(hcoll_join(world(), &join));
   }
@@ -58,36 +58,36 @@ void runJoin(int first, int last) {
     hcoll_request_t q;
     HCOLL_REQUIRE_OK(hcoll_allreduce(world(), "join.solo", &d, &d, HCOLL_SUM, 1, 1, &q));
     HCOLL_REQUIRE_OK(waitAndFree(q));
-    REQUIRE(solo.get(0) == 7);
-    REQUIRE(solo.get(1) == -3);
+    HREQUIRE(solo.get(0) == 7);
+    HREQUIRE(solo.get(1) == -3);
     // allgather while other ranks are joined is a MISMATCH naming them.
     HCOLL_REQUIRE_OK(hcoll_allgather(world(), "join.ag", &d, &q));
-    REQUIRE(hcoll_wait(q, 30) == HCOLL_ERR_MISMATCH);
+    HREQUIRE(hcoll_wait(q, 30) == HCOLL_ERR_MISMATCH);
     std::string msg = hcoll_request_error(q);
-    INFO(msg);
-    REQUIRE(msg.find("join.ag") != std::string::npos);
-    REQUIRE(msg.find("joined") != std::string::npos);
+    HINFO(msg);
+    HREQUIRE(msg.find("join.ag") != std::string::npos);
+    HREQUIRE(msg.find("joined") != std::string::npos);
     hcoll_request_free(q);
     HCOLL_REQUIRE_OK(hcoll_join(world(), &join));
   }
   HCOLL_REQUIRE_OK(hcoll_wait(join, 30));
   hcoll_tensor_t out;
   HCOLL_REQUIRE_OK(hcoll_request_output(join, 0, &out));
-  REQUIRE(out.dtype == HCOLL_INT32);
-  REQUIRE(out.ndim == 0);
-  REQUIRE(outputElement(out, 0) == last);
+  HREQUIRE(out.dtype == HCOLL_INT32);
+  HREQUIRE(out.ndim == 0);
+  HREQUIRE(outputElement(out, 0) == last);
   HCOLL_REQUIRE_OK(hcoll_request_free(join));
 }
 
 }  // namespace
 
-TEST_CASE("join: the last rank joins, first rank joined early", "[join]") {
+HTEST_CASE("join: the last rank joins, first rank joined early", "[join]") {
   runJoin(worldSize() - 1, 0);
 }
 
-TEST_CASE("join: the coordinator joins first", "[join]") { runJoin(0, worldSize() - 1); }
+HTEST_CASE("join: the coordinator joins first", "[join]") { runJoin(0, worldSize() - 1); }
 
-TEST_CASE("join: a second round works and allgather succeeds after everyone joined", "[join]") {
+HTEST_CASE("join: a second round works and allgather succeeds after everyone joined", "[join]") {
   const int n = worldSize();
   hcoll_request_t join;
   HCOLL_REQUIRE_OK(hcoll_join(world(), &join));
@@ -95,8 +95,8 @@ TEST_CASE("join: a second round works and allgather succeeds after everyone join
   hcoll_tensor_t out;
   HCOLL_REQUIRE_OK(hcoll_request_output(join, 0, &out));
   int last = static_cast<int>(outputElement(out, 0));
-  REQUIRE(last >= 0);
-  REQUIRE(last < n);
+  HREQUIRE(last >= 0);
+  HREQUIRE(last < n);
   hcoll_request_free(join);
   // Everyone sees the same last rank.
   Tensor t(HCOLL_INT32, {1});
@@ -106,7 +106,7 @@ TEST_CASE("join: a second round works and allgather succeeds after everyone join
   HCOLL_REQUIRE_OK(hcoll_allgather(world(), "join.same", &d, &req));
   HCOLL_REQUIRE_OK(hcoll_wait(req, 30));
   HCOLL_REQUIRE_OK(hcoll_request_output(req, 0, &out));
-  for (int k = 0; k < n; ++k) REQUIRE(outputElement(out, k) == last);
+  for (int k = 0; k < n; ++k) HREQUIRE(outputElement(out, k) == last);
   hcoll_request_free(req);
 }
 
@@ -136,22 +136,22 @@ int joinInTurn(int last) {
   HCOLL_REQUIRE_OK(hcoll_allgather(world(), "join.turn.same", &d, &req));
   HCOLL_REQUIRE_OK(hcoll_wait(req, 30));
   HCOLL_REQUIRE_OK(hcoll_request_output(req, 0, &out));
-  for (int k = 0; k < n; ++k) REQUIRE(outputElement(out, k) == reported);
+  for (int k = 0; k < n; ++k) HREQUIRE(outputElement(out, k) == reported);
   hcoll_request_free(req);
   return reported;
 }
 
 }  // namespace
 
-TEST_CASE("join: reports the rank that joined last in time, whatever its number", "[join]") {
+HTEST_CASE("join: reports the rank that joined last in time, whatever its number", "[join]") {
   const int n = worldSize();
   for (int last : {0, n - 1, 1 % n, n / 2}) {
-    INFO("rank " << last << " joins " << 150 * (n - 1) << " ms after the first");
-    REQUIRE(joinInTurn(last) == last);
+    HINFO("rank " << last << " joins " << 150 * (n - 1) << " ms after the first");
+    HREQUIRE(joinInTurn(last) == last);
   }
 }
 
-TEST_CASE("barrier and unnamed allreduce while a rank has joined keep later names aligned",
+HTEST_CASE("barrier and unnamed allreduce while a rank has joined keep later names aligned",
           "[join][barrier]") {
   // The joined rank takes part in barriers and allreduces that complete without it; its own
   // automatic names ("barrier.<n>", "allreduce.<n>") must move on with them, or its next
@@ -172,7 +172,7 @@ TEST_CASE("barrier and unnamed allreduce while a rank has joined keep later name
     auto d = t.desc();
     HCOLL_REQUIRE_OK(hcoll_allreduce(world(), nullptr, &d, &d, HCOLL_SUM, 1, 1, &req));
     HCOLL_REQUIRE_OK(waitAndFree(req, 10));
-    REQUIRE(t.get(0) == n - 1);  // the joined rank contributed zero
+    HREQUIRE(t.get(0) == n - 1);  // the joined rank contributed zero
     HCOLL_REQUIRE_OK(hcoll_join(world(), &join));
   }
   HCOLL_REQUIRE_OK(waitAndFree(join, 30));
@@ -184,11 +184,11 @@ TEST_CASE("barrier and unnamed allreduce while a rank has joined keep later name
     auto d = t.desc();
     HCOLL_REQUIRE_OK(hcoll_allreduce(world(), nullptr, &d, &d, HCOLL_SUM, 1, 1, &req));
     HCOLL_REQUIRE_OK(waitAndFree(req, 10));
-    REQUIRE(t.get(0) == n * (n + 1) / 2);
+    HREQUIRE(t.get(0) == n * (n + 1) / 2);
   }
 }
 
-TEST_CASE("barrier: completes on every rank, repeatedly", "[barrier]") {
+HTEST_CASE("barrier: completes on every rank, repeatedly", "[barrier]") {
   for (int i = 0; i < 5; ++i) {
     hcoll_request_t req;
     HCOLL_REQUIRE_OK(hcoll_barrier(world(), &req));
@@ -196,7 +196,7 @@ TEST_CASE("barrier: completes on every rank, repeatedly", "[barrier]") {
   }
 }
 
-TEST_CASE("requests: test is IN_PROGRESS, wait times out, then both SUCCESS", "[requests]") {
+HTEST_CASE("requests: test is IN_PROGRESS, wait times out, then both SUCCESS", "[requests]") {
   const int r = worldRank();
   const int n = worldSize();
   Tensor t(HCOLL_INT32, {3});
@@ -206,16 +206,16 @@ TEST_CASE("requests: test is IN_PROGRESS, wait times out, then both SUCCESS", "[
   if (r == 0) {
     // The others submit only after the barrier (which overtakes the pending named op).
     HCOLL_REQUIRE_OK(hcoll_allreduce(world(), "req.pending", &d, &d, HCOLL_SUM, 1, 1, &req));
-    REQUIRE(hcoll_test(req) == HCOLL_IN_PROGRESS);
-    REQUIRE(std::string(hcoll_request_error(req)).empty());
+    HREQUIRE(hcoll_test(req) == HCOLL_IN_PROGRESS);
+    HREQUIRE(std::string(hcoll_request_error(req)).empty());
     hcoll_tensor_t out;
-    REQUIRE(hcoll_request_output(req, 0, &out) == HCOLL_IN_PROGRESS);
+    HREQUIRE(hcoll_request_output(req, 0, &out) == HCOLL_IN_PROGRESS);
     // The wait's own timeout is a state, not a failure of the operation (no error message).
-    REQUIRE(hcoll_wait(req, 0.001) == HCOLL_IN_PROGRESS);
-    REQUIRE(hcoll_wait(req, 0.05) == HCOLL_IN_PROGRESS);
-    REQUIRE(std::string(hcoll_request_error(req)).empty());
-    REQUIRE(hcoll_test(req) == HCOLL_IN_PROGRESS);  // still valid and in flight
-    REQUIRE(hcoll_wait(req, 0) == HCOLL_IN_PROGRESS);
+    HREQUIRE(hcoll_wait(req, 0.001) == HCOLL_IN_PROGRESS);
+    HREQUIRE(hcoll_wait(req, 0.05) == HCOLL_IN_PROGRESS);
+    HREQUIRE(std::string(hcoll_request_error(req)).empty());
+    HREQUIRE(hcoll_test(req) == HCOLL_IN_PROGRESS);  // still valid and in flight
+    HREQUIRE(hcoll_wait(req, 0) == HCOLL_IN_PROGRESS);
     HCOLL_REQUIRE_OK(hcoll_barrier(world(), &barrier));
     HCOLL_REQUIRE_OK(waitAndFree(barrier));
   } else {
@@ -224,13 +224,13 @@ TEST_CASE("requests: test is IN_PROGRESS, wait times out, then both SUCCESS", "[
     HCOLL_REQUIRE_OK(hcoll_allreduce(world(), "req.pending", &d, &d, HCOLL_SUM, 1, 1, &req));
   }
   HCOLL_REQUIRE_OK(hcoll_wait(req, 30));
-  REQUIRE(hcoll_test(req) == HCOLL_SUCCESS);
-  REQUIRE(hcoll_wait(req, 0) == HCOLL_SUCCESS);  // waiting again is fine
+  HREQUIRE(hcoll_test(req) == HCOLL_SUCCESS);
+  HREQUIRE(hcoll_wait(req, 0) == HCOLL_SUCCESS);  // waiting again is fine
   HCOLL_REQUIRE_OK(hcoll_request_free(req));
-  for (int i = 0; i < 3; ++i) REQUIRE(t.get(i) == n * (n - 1) / 2 + n * i);
+  for (int i = 0; i < 3; ++i) HREQUIRE(t.get(i) == n * (n - 1) / 2 + n * i);
 }
 
-TEST_CASE("requests: freeing an in-flight request lets the operation complete", "[requests]") {
+HTEST_CASE("requests: freeing an in-flight request lets the operation complete", "[requests]") {
   const int r = worldRank();
   const int n = worldSize();
   Tensor t(HCOLL_INT32, {4}), ag(HCOLL_INT32, {2});
@@ -242,7 +242,7 @@ TEST_CASE("requests: freeing an in-flight request lets the operation complete", 
     HCOLL_REQUIRE_OK(hcoll_allgather(world(), "req.freed.ag", &agd, &agReq));
     HCOLL_REQUIRE_OK(hcoll_request_free(req));  // in flight: the others have not submitted
     HCOLL_REQUIRE_OK(hcoll_request_free(agReq));  // its output is discarded
-    REQUIRE(hcoll_test(req) == HCOLL_ERR_INVALID_HANDLE);
+    HREQUIRE(hcoll_test(req) == HCOLL_ERR_INVALID_HANDLE);
     HCOLL_REQUIRE_OK(hcoll_barrier(world(), &barrier));
     HCOLL_REQUIRE_OK(waitAndFree(barrier));
   } else {
@@ -259,6 +259,6 @@ TEST_CASE("requests: freeing an in-flight request lets the operation complete", 
   auto ad = after.desc();
   HCOLL_REQUIRE_OK(hcoll_allreduce(world(), "req.after", &ad, &ad, HCOLL_SUM, 1, 1, &req));
   HCOLL_REQUIRE_OK(waitAndFree(req));
-  REQUIRE(after.get(0) == n);
-  for (int i = 0; i < 4; ++i) REQUIRE(t.get(i) == n);
+  HREQUIRE(after.get(0) == n);
+  for (int i = 0; i < 4; ++i) HREQUIRE(t.get(i) == n);
 }
