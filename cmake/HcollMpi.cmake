@@ -1,7 +1,8 @@
 # Finds the MPI chosen with HCOLL_MPI through its own wrapper compiler and launcher. Debian's
 # mpicc/mpiexec alternatives silently switch when python3-mpi4py pulls in Open MPI, so they are
 # never used. HCOLL_MPI_BINDIR is where those two live: /usr/bin, or a relocated MPICH such as the
-# GPU bundle's (tests/gpu/make_bundle.sh) on a machine that has no MPI installed.
+# GPU bundle's (tests/gpu/make_bundle.sh) on a machine that has no MPI installed. Where neither
+# exists, a plain find_package(MPI) decides.
 set(HCOLL_MPI_BINDIR /usr/bin CACHE PATH "Folder holding the chosen MPI's mpicc.<mpi> and mpiexec.<mpi>")
 if(HCOLL_MPI STREQUAL "mpich")
   set(_hcoll_mpicc ${HCOLL_MPI_BINDIR}/mpicc.mpich)
@@ -15,12 +16,19 @@ elseif(HCOLL_MPI STREQUAL "openmpi")
 else()
   message(FATAL_ERROR "HCOLL_MPI must be mpich or openmpi, not '${HCOLL_MPI}'")
 endif()
-if(NOT EXISTS ${_hcoll_mpicc})
-  message(FATAL_ERROR "HCOLL_MPI=${HCOLL_MPI} needs ${_hcoll_mpicc} (install libmpich-dev or libopenmpi-dev)")
+if(EXISTS ${_hcoll_mpicc})
+  set(MPI_C_COMPILER ${_hcoll_mpicc} CACHE FILEPATH "MPI C wrapper" FORCE)
+  set(MPIEXEC_EXECUTABLE ${_hcoll_mpiexec} CACHE FILEPATH "MPI launcher" FORCE)
+  set(MPIEXEC_PREFLAGS "${_hcoll_mpiexec_preflags}" CACHE STRING "MPI launcher flags" FORCE)
+else()
+  # Not Debian's layout (another distribution, a module system, a vendor MPI): a plain
+  # find_package(MPI) (MPI_HOME, mpicc on PATH, ...). Nothing then guards against the wrong MPI
+  # family, so say which one was found below.
+  message(STATUS "hcoll: ${_hcoll_mpicc} not found; using find_package(MPI) as the system has it")
+  if(HCOLL_MPI STREQUAL "openmpi")
+    set(MPIEXEC_PREFLAGS "${_hcoll_mpiexec_preflags}" CACHE STRING "MPI launcher flags")
+  endif()
 endif()
-set(MPI_C_COMPILER ${_hcoll_mpicc} CACHE FILEPATH "MPI C wrapper" FORCE)
-set(MPIEXEC_EXECUTABLE ${_hcoll_mpiexec} CACHE FILEPATH "MPI launcher" FORCE)
-set(MPIEXEC_PREFLAGS "${_hcoll_mpiexec_preflags}" CACHE STRING "MPI launcher flags" FORCE)
 find_package(MPI REQUIRED COMPONENTS C)
 # hcoll uses MPI's C API only. Without these, Open MPI's mpi.h pulls its C++ bindings into every
 # C++ translation unit, and libhcoll.so.0 (linked with the C library) has undefined MPI:: symbols.

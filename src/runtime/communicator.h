@@ -25,6 +25,8 @@
 namespace hcoll::runtime {
 
 struct RoundResult;
+class Negotiator;
+class Executor;
 
 struct StatsSnapshot {
   uint64_t cycles, slowPath, cacheHits, backendCalls, fusedTensors, bytes, queueDepth;
@@ -75,9 +77,27 @@ class Communicator {
   uint64_t nextTimeoutChange() { return timeoutChanges_.fetch_add(1); }
 
  private:
+  // The thread's loop (communicator_loop.cc): collectWork -> closeBoundPassed -> runRound until
+  // one says stop, then stop().
+  struct LoopState;
   void run();
+  // Waits for submissions (or a peer's notice) and moves them into `pending`; false: stop.
+  bool collectWork(PendingOps& pending, LoopState& state, bool* closing);
+  // Closing and the peers did not close within the bound: stop.
+  bool closeBoundPassed(bool closing, LoopState& state);
+  // One negotiation round and the execution of what it decided; false: stop.
+  bool runRound(Negotiator& negotiator, Executor& executor, PendingOps& pending, bool closing,
+                LoopState& state);
+  // Runs a round's responses in order: collectives through the executor, communicator creation
+  // here (createChannel).
+  void execute(Executor& executor, const std::vector<ResponsePtr>& responses,
+               PendingOps& pending);
+  Status createChannel(const Response& r, LocalOp* op);
+  // Tells the peers if needed and fails whatever is still pending.
+  void stop(PendingOps& pending, LoopState& state);
   void finish(std::unique_ptr<LocalOp> op, const Status& status);
-  void failAll(PendingOps& pending, const Status& status);
+  void advanceRecorder(const std::vector<ResponsePtr>& responses, const PendingOps& pending,
+                       FlightState to);
   // Moves this rank's automatic-name counters past "<op>.<n>" operations that completed or
   // failed without it (while it had joined), so its next unnamed call matches the other ranks'.
   void alignAutoNames(const std::vector<ResponsePtr>& responses);

@@ -1,7 +1,10 @@
 #pragma once
-// Executes a round's responses on this rank: matches each to the local operation of that name,
-// fuses compatible consecutive ones into fusion buffers up to the threshold, drives the backend,
-// attaches outputs and completes requests.
+// Executes a round's collectives on this rank: matches each response to the local operation of
+// that name, fuses compatible consecutive ones into fusion buffers up to the threshold
+// (batch_plan.h), drives the backend, attaches outputs and completes requests. In three files:
+// executor.cc (dispatch, runs and batches), executor_planes.cc (host or device plane, bounded
+// waits), executor_kernels.cc (per kind: pack, call the backend, unpack). Communicator creation
+// is not execution: the communicator runs it (Communicator::execute).
 
 #include <atomic>
 #include <functional>
@@ -56,7 +59,6 @@ class Executor {
   Status broadcastBatch(const Plane& plane, const std::vector<Item>& items);
   Status reducescatterBatch(const Plane& plane, const std::vector<Item>& items);
   Status alltoall(const Response& r, LocalOp& op);
-  Status commOp(const Response& r, LocalOp* op);
   Status submitAndWait(backends::PendingPtr pending, size_t bytes, size_t tensors);
   // Waits for a data-plane step within the communicator's bounds; one given up on is kept (it
   // and the buffers it uses stay valid until the process exits) and sets failure_.
@@ -69,6 +71,9 @@ class Executor {
   // Device planes: orders the batch after its callers' streams at submission / completes it.
   Status beginPlane(const Plane& plane, const std::vector<Item>& items);
   Status endPlane(const Plane& plane, const std::vector<Item>& items);
+  // beginPlane, `body`, endPlane and what a failure on a plane needs (executor_internal.h).
+  template <typename Body>
+  Status runOnPlane(const Plane& plane, const std::vector<Item>& items, Body&& body);
 
   backends::Channel& channel_;
   const Config& config_;

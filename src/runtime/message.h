@@ -56,7 +56,6 @@ struct OpSpec {
 constexpr int32_t kRefusedSplitColor = -2;
 
 struct RequestList {
-  uint32_t flags = 0;
   std::vector<OpSpec> ops;
 };
 

@@ -31,7 +31,6 @@ class ResponseCache {
 
   // Inserts or replaces the response for its name, evicting the least recently used if full.
   void put(ResponsePtr response);
-  void put(const Response& response) { put(std::make_shared<const Response>(response)); }
   void touch(int slot);
   void erase(const std::string& name);
 

@@ -174,7 +174,6 @@ Status malformed(const char* what) {
 std::vector<uint8_t> encode(const RequestList& list) {
   Writer w;
   w.put<uint32_t>(kRequestMagic);
-  w.put<uint32_t>(list.flags);
   w.put<uint32_t>(static_cast<uint32_t>(list.ops.size()));
   for (const OpSpec& s : list.ops) putSpec(w, s);
   return w.take();
@@ -200,7 +199,7 @@ Status decode(const uint8_t* data, size_t size, RequestList* out) {
   uint32_t magic, n;
   RequestList list;
   if (!r.get(&magic) || magic != kRequestMagic) return malformed("bad request magic");
-  if (!r.get(&list.flags) || !r.getCount(&n, kMaxListLength, kMinSpecBytes)) {
+  if (!r.getCount(&n, kMaxListLength, kMinSpecBytes)) {
     return malformed("truncated request header");
   }
   list.ops.resize(n);

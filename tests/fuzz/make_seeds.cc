@@ -52,7 +52,6 @@ int main(int argc, char** argv) {
   ResponseList none;
   write(dir, "response-empty", 1, wire::encode(none));
   RequestList all;
-  all.flags = 5;
   ResponseList answers;
   for (int k = 0; k < kNumOpKinds; ++k) {
     OpSpec s = spec("op." + std::to_string(k), static_cast<OpKind>(k), 1 + k % 3);

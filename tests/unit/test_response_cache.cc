@@ -16,19 +16,23 @@ Response allreduce(const std::string& name, int64_t count = 4) {
   return r;
 }
 
+ResponsePtr cached(const std::string& name, int64_t count = 4) {
+  return std::make_shared<const Response>(allreduce(name, count));
+}
+
 }  // namespace
 
 TEST_CASE("response cache: disabled at capacity 0", "[cache]") {
   ResponseCache c(0);
   REQUIRE(!c.enabled());
-  c.put(allreduce("a"));
+  c.put(cached("a"));
   REQUIRE(c.size() == 0);
   REQUIRE(c.lookup(allreduce("a").spec, 0, 2) == -1);
 }
 
 TEST_CASE("response cache: lookup matches name and local spec", "[cache]") {
   ResponseCache c(4);
-  c.put(allreduce("a"));
+  c.put(cached("a"));
   REQUIRE(c.size() == 1);
   REQUIRE(c.slotCount() == 1);
   int slot = c.lookup(allreduce("a").spec, 0, 2);
@@ -55,7 +59,7 @@ TEST_CASE("response cache: allgather and alltoall match this rank's dim0 and spl
   ag.spec.kind = OpKind::kAllgather;
   ag.spec.members = {MemberSpec{DataType::kInt8, {2, 3}}};
   ag.dim0PerRank = {2, 5};  // rank 0 sends 2 rows, rank 1 sends 5
-  c.put(ag);
+  c.put(std::make_shared<const Response>(ag));
   OpSpec local = ag.spec;
   REQUIRE(c.lookup(local, 0, 2) == 0);
   local.members[0].shape = {5, 3};
@@ -70,7 +74,7 @@ TEST_CASE("response cache: allgather and alltoall match this rank's dim0 and spl
   a2a.spec.members = {MemberSpec{DataType::kInt8, {4}}};
   a2a.spec.splits = {1, 3};
   a2a.splitMatrix = {1, 3, 2, 2};
-  c.put(a2a);
+  c.put(std::make_shared<const Response>(a2a));
   OpSpec l2 = a2a.spec;
   REQUIRE(c.lookup(l2, 0, 2) >= 0);
   REQUIRE(c.lookup(l2, 1, 2) == -1);  // rank 1 sent {2, 2}
@@ -80,13 +84,13 @@ TEST_CASE("response cache: allgather and alltoall match this rank's dim0 and spl
 
 TEST_CASE("response cache: LRU eviction at capacity", "[cache]") {
   ResponseCache c(3);
-  c.put(allreduce("a"));
-  c.put(allreduce("b"));
-  c.put(allreduce("c"));
+  c.put(cached("a"));
+  c.put(cached("b"));
+  c.put(cached("c"));
   REQUIRE(c.size() == 3);
   // Touch a: b is now the least recently used.
   c.touch(c.lookup(allreduce("a").spec, 0, 2));
-  c.put(allreduce("d"));
+  c.put(cached("d"));
   REQUIRE(c.size() == 3);
   REQUIRE(c.lookup(allreduce("b").spec, 0, 2) == -1);
   REQUIRE(c.lookup(allreduce("a").spec, 0, 2) >= 0);
@@ -95,35 +99,35 @@ TEST_CASE("response cache: LRU eviction at capacity", "[cache]") {
   REQUIRE(d == 1);  // reused b's slot
   REQUIRE(c.slotCount() == 3);
   // Next eviction: c (a was touched, d is new).
-  c.put(allreduce("e"));
+  c.put(cached("e"));
   REQUIRE(c.lookup(allreduce("c").spec, 0, 2) == -1);
   REQUIRE(c.lookup(allreduce("e").spec, 0, 2) == 2);
 }
 
 TEST_CASE("response cache: replacing a name keeps its slot and refreshes it", "[cache]") {
   ResponseCache c(2);
-  c.put(allreduce("a", 4));
-  c.put(allreduce("b"));
-  c.put(allreduce("a", 8));  // replace: a becomes most recent
+  c.put(cached("a", 4));
+  c.put(cached("b"));
+  c.put(cached("a", 8));  // replace: a becomes most recent
   REQUIRE(c.size() == 2);
   REQUIRE(c.lookup(allreduce("a", 4).spec, 0, 2) == -1);
   REQUIRE(c.lookup(allreduce("a", 8).spec, 0, 2) == 0);
-  c.put(allreduce("c"));  // evicts b
+  c.put(cached("c"));  // evicts b
   REQUIRE(c.lookup(allreduce("b").spec, 0, 2) == -1);
   REQUIRE(c.lookup(allreduce("a", 8).spec, 0, 2) == 0);
 }
 
 TEST_CASE("response cache: erase leaves holes reused lowest first; trailing holes trimmed", "[cache]") {
   ResponseCache c(8);
-  for (const char* n : {"a", "b", "c", "d"}) c.put(allreduce(n));
+  for (const char* n : {"a", "b", "c", "d"}) c.put(cached(n));
   REQUIRE(c.slotCount() == 4);
   c.erase("b");
   c.erase("a");
   REQUIRE(c.size() == 2);
   REQUIRE(c.slotCount() == 4);
-  c.put(allreduce("x"));
+  c.put(cached("x"));
   REQUIRE(c.lookup(allreduce("x").spec, 0, 2) == 0);
-  c.put(allreduce("y"));
+  c.put(cached("y"));
   REQUIRE(c.lookup(allreduce("y").spec, 0, 2) == 1);
   c.erase("d");
   REQUIRE(c.slotCount() == 3);
@@ -135,6 +139,6 @@ TEST_CASE("response cache: erase leaves holes reused lowest first; trailing hole
   c.erase("y");
   REQUIRE(c.slotCount() == 0);
   REQUIRE(c.size() == 0);
-  c.put(allreduce("z"));
+  c.put(cached("z"));
   REQUIRE(c.lookup(allreduce("z").spec, 0, 2) == 0);
 }
