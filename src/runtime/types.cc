@@ -81,8 +81,9 @@ bool byteCountsFit(const int64_t* dims, size_t ndim, DataType t) {
          (ndim <= 1 || (productOf(dims + 1, dims + ndim, &row) && row <= limit));
 }
 
-int64_t numElements(const std::vector<int64_t>& shape) {
-  return checkedProduct(shape.data(), shape.data() + shape.size());
+int64_t invalidShapeCount() {
+  assert(false && "shape overflows int64: it should have been rejected where it entered");
+  return std::numeric_limits<int64_t>::max();
 }
 
 int64_t rowElements(const std::vector<int64_t>& shape) {

@@ -49,9 +49,19 @@ bool elementCount(const int64_t* dims, size_t ndim, int64_t* out);
 // what every shape entering the core (C API or wire) must satisfy.
 bool byteCountsFit(const std::vector<int64_t>& shape, DataType t);
 bool byteCountsFit(const int64_t* dims, size_t ndim, DataType t);
+// What numElements returns for a shape that overflows (or has a negative dim): asserts, then
+// INT64_MAX.
+int64_t invalidShapeCount();
 // Product of dims of a shape already checked at the C API or the wire decoder; an overflow is
-// a bug (asserted) and saturates at INT64_MAX rather than wrapping.
-int64_t numElements(const std::vector<int64_t>& shape);
+// a bug (asserted) and saturates at INT64_MAX rather than wrapping. Inline: the executor asks for
+// it several times per member of a fused batch.
+inline int64_t numElements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (const int64_t d : shape) {
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return invalidShapeCount();
+  }
+  return n;
+}
 // Elements of one row (dims[1:]); 1 for a 0-d or 1-d shape.
 int64_t rowElements(const std::vector<int64_t>& shape);
 // Rows of a reducescatter's dim 0 that rank r of `size` receives, and where they start.
