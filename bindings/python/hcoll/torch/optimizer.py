@@ -113,6 +113,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._make_buckets(int(bucket_bytes))
         self._flat_ids = {id(st.p) for b in self._buckets if b.flat is not None
                           for st in b.params}
+        self._singles = [st for st in self._states if st.bucket is None]  # per-parameter mode
         self._synchronized = False
         self._should_synchronize = True
         self._grad_accs = []
@@ -275,21 +276,21 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     # -- Horovod's optimizer interface -----------------------------------------------------------
 
     def _in_flight(self):
-        return (any(st.handle is not None for st in self._states)
+        return (any(st.handle is not None for st in self._singles)
                 or any(b.handle is not None for b in self._buckets))
 
     def synchronize(self):
         """Submits what is not in flight yet, waits for everything and puts the averaged
         gradients into p.grad."""
-        for st in self._states:
-            if st.bucket is None and st.handle is None:
+        for st in self._singles:
+            if st.handle is None:
                 self._submit_one(st)
         for b in self._buckets:
             if b.handle is None:
                 self._submit_bucket(b)
         decompress = self._compression.decompress
         try:
-            for st in self._states:
+            for st in self._singles:
                 if st.handle is not None:
                     h, st.handle = st.handle, None
                     _core.synchronize(h)
@@ -307,10 +308,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         finally:
             # On failure the handles not waited for are dropped: each is freed once its
             # operation ended, its tensors referenced until then.
-            for st in self._states:
+            for st in self._singles:
                 st.handle = None
                 st.work = st.ctx = None
-                st.delay = self._passes
+            passes = self._passes
+            for st in self._states:
+                st.delay = passes
             for b in self._buckets:
                 b.handle = None
                 b.ready = 0
