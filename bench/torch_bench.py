@@ -15,9 +15,10 @@ MET/MISS, the 10th-percentile ratio, and each scenario's floor, timed in the sam
 and (ii) the same model and data trained with no communication at all (its own block), for (iii)
 the bare ctypes calls (grouped allgather_into + wait, prebuilt descriptors; alternating call by
 call with hcoll.torch's). floor/baseline is the best ratio any communication layer could reach
-in that run; for (iii) it is what the C runtime gives without the Python layer. Writes a JSON that bench/plot.py draws (scenarios.png).
-The gloo DDP of (i) runs with broadcast_buffers=False (SyncBN keeps the buffers identical).
-Heap trimming is turned off for both sides unless --no-malloc-tuning (see tune_malloc).
+in that run; for (iii) it is what the C runtime gives without the Python layer. Writes a JSON
+that bench/plot.py draws (scenarios.png). The gloo DDP of (i) runs with broadcast_buffers=False
+(SyncBN keeps the buffers identical). Heap trimming is turned off for both sides unless
+--no-malloc-tuning (see tune_malloc).
 
     mpiexec.mpich -n 2 /usr/bin/python3 bench/torch_bench.py [--json torch_bench.json] [--quick]
 """
