@@ -424,10 +424,10 @@ def submit(fn, comm_handle, args, keep, finish, result=None):
     return Handle(req.value, keep, finish, result)
 
 
-def run(fn, comm_handle, args):
-    """Submits one collective and waits for it (the blocking fast path: no Handle). The caller
-    keeps everything `args` points at alive; if the wait is interrupted (KeyboardInterrupt), the
-    request is freed once its operation ended, `args` referenced until then."""
+def run(fn, comm_handle, args, keep):
+    """Submits one collective and waits for it (the blocking fast path: no Handle). `keep`: the
+    tensors the descriptors in `args` point into. If the wait is interrupted (KeyboardInterrupt),
+    the request is freed once its operation ended, `args` and `keep` referenced until then."""
     if _api._orphans:
         _api._reap_orphans()
     req = _lib.request_t()
@@ -443,4 +443,4 @@ def run(fn, comm_handle, args):
         if done or lib.hcoll_test(r) != _lib.IN_PROGRESS:
             lib.hcoll_request_free(r)
         else:
-            _api._orphans.append((r, args))
+            _api._orphans.append((r, (args, keep)))

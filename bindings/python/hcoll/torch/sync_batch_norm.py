@@ -93,7 +93,7 @@ class _Exchange:
             din = _core.describe_all(self.members)
             dout = _core.describe_all(self.outs)
         _core.run(_core.lib.hcoll_grouped_allgather_into, handle,
-                  (self.gather_name, 3, din, dout, None))
+                  (self.gather_name, 3, din, dout, None), (self.row, self.outs))
         return self.outs
 
     def allreduce(self, process_set, sum_dy, sum_dy_xmu):
@@ -106,7 +106,7 @@ class _Exchange:
         torch.cat((sum_dy, sum_dy_xmu), out=self.red)
         dred = self.dred if not self.red.is_cuda else _core.describe_all(self.sums)
         _core.run(_core.lib.hcoll_grouped_allreduce, handle,
-                  (self.reduce_name, 2, dred, dred, ops.Sum, 1.0, 1.0))
+                  (self.reduce_name, 2, dred, dred, ops.Sum, 1.0, 1.0), self.red)
         return self.sums
 
 
