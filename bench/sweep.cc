@@ -2,9 +2,9 @@
 // like nccl-tests (size count type redop time algbw busbw #wrong) with the MPI time and the ratio,
 // then checked against the sweep targets (alltoall from 128 KiB, every collective at 32 KiB and
 // from 512 KiB up). hcoll may run in several output modes ("variants"): "owned" = outputs the
-// runtime allocates (allgather, alltoall, reducescatter today), "caller" = outputs in the caller's
-// buffers, as MPI's (allreduce's out, broadcast's in-place buffer; the other collectives once
-// caller-provided `_into` entry points exist: add a "caller" variant to their Case).
+// runtime allocates (allgather, alltoall, reducescatter), "caller" = outputs in the caller's
+// buffers, as MPI's (allreduce's out, broadcast's in-place buffer, the `_into` calls of the
+// others). Both are timed in the same run; the targets compare like with like (caller).
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -143,6 +143,24 @@ void makeCase(Context& ctx, const std::string& coll, size_t bytes, Case& c) {
       return ok;
     };
     c.variants.push_back({"owned", call});
+    // The like-for-like comparison with MPI's preallocated receive buffer: the *_into calls.
+    const std::string intoLabel = coll + "_into";
+    auto into = [ctxp, &c, name, intoLabel, gather, scatter]() mutable {
+      int64_t shape[1] = {static_cast<int64_t>(c.in.size())};
+      int64_t outShape[1] = {static_cast<int64_t>(c.out.size())};
+      hcoll_tensor_t in = tensor(c.in.data(), HCOLL_FLOAT32, shape, 1);
+      hcoll_tensor_t out = tensor(c.out.data(), HCOLL_FLOAT32, outShape, 1);
+      hcoll_request_t req;
+      hcoll_status_t s =
+          gather    ? hcoll_allgather_into(ctxp->world, name.c_str(), &in, &out, nullptr, &req)
+          : scatter ? hcoll_reducescatter_into(ctxp->world, name.c_str(), &in, &out, HCOLL_SUM,
+                                               1.0, 1.0, nullptr, &req)
+                    : hcoll_alltoall_into(ctxp->world, name.c_str(), &in, nullptr, &out, nullptr,
+                                          &req);
+      if (!check(*ctxp, s, intoLabel.c_str())) return false;
+      return waitFree(*ctxp, req, intoLabel.c_str());
+    };
+    c.variants.push_back({"caller", into});
     c.runMpi = [&c, coll, share] {
       const int k = static_cast<int>(share);
       if (coll == "allgather") {

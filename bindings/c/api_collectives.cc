@@ -36,12 +36,14 @@ class Submission {
     return HCOLL_SUCCESS;
   }
 
-  // Adds member i (checked); `out` is the allreduce output or NULL.
+  // Adds member i (checked); `out` is the allreduce output or NULL. The member's shape is stored
+  // once, in its MemberSpec: the input and output descriptors keep none (no heap copy per member).
   hcoll_status_t addMember(int i, bool grouped, const hcoll_tensor_t* in,
                            const hcoll_tensor_t* out) {
     CheckContext ctx{function_, grouped ? "ins" : "in", grouped ? i : -1};
     TensorDesc input;
-    if (hcoll_status_t s = checkTensor(ctx, in, &input); s != HCOLL_SUCCESS) return s;
+    if (hcoll_status_t s = checkTensor(ctx, in, &input, /*copyShape=*/false); s != HCOLL_SUCCESS)
+      return s;
     if (!op_->inputs.empty() &&
         (op_->inputs[0].device == kHostDevice) != (input.device == kHostDevice)) {
       return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(function_) + ": " + ctx.where() +
@@ -53,23 +55,31 @@ class Submission {
                                                   std::to_string(op_->inputs[0].device) + " and " +
                                                   std::to_string(input.device));
     }
+    const auto ndim = static_cast<size_t>(in->ndim);
     if (out != nullptr) {
       CheckContext octx{function_, grouped ? "outs" : "out", grouped ? i : -1};
       TensorDesc output;
-      if (hcoll_status_t s = checkTensor(octx, out, &output); s != HCOLL_SUCCESS) return s;
-      if (output.dtype != input.dtype || output.shape != input.shape ||
-          output.device != input.device) {
+      if (hcoll_status_t s = checkTensor(octx, out, &output, /*copyShape=*/false);
+          s != HCOLL_SUCCESS)
+        return s;
+      const bool sameShape =
+          out->ndim == in->ndim && std::equal(in->shape, in->shape + ndim, out->shape);
+      if (output.dtype != input.dtype || !sameShape || output.device != input.device) {
+        const auto shapeOf = [](const hcoll_tensor_t* t) {
+          return shapeString(std::vector<int64_t>(t->shape, t->shape + t->ndim));
+        };
         return fail(HCOLL_ERR_INVALID_ARGUMENT,
                     std::string(function_) + ": " + octx.where() + " (" +
-                        dataTypeName(output.dtype) + " " + shapeString(output.shape) +
-                        ") differs from " + ctx.where() + " (" + dataTypeName(input.dtype) + " " +
-                        shapeString(input.shape) + ") in dtype, shape or device");
+                        dataTypeName(output.dtype) + " " + shapeOf(out) + ") differs from " +
+                        ctx.where() + " (" + dataTypeName(input.dtype) + " " + shapeOf(in) +
+                        ") in dtype, shape or device");
       }
-      op_->outputs.push_back(std::move(output));
+      op_->outputs.push_back(output);
     }
     if (op_->inputs.empty()) op_->spec.device = input.device;
-    op_->spec.members.push_back(MemberSpec{input.dtype, input.shape});
-    op_->inputs.push_back(std::move(input));
+    op_->spec.members.push_back(
+        MemberSpec{input.dtype, std::vector<int64_t>(in->shape, in->shape + ndim)});
+    op_->inputs.push_back(input);
     return HCOLL_SUCCESS;
   }
 
@@ -78,28 +88,27 @@ class Submission {
   // (spec.outputRows) and the coordinator fails a wrong one with MISMATCH on every rank.
   hcoll_status_t addCallerOutput(int i, bool grouped, const hcoll_tensor_t* out) {
     const TensorDesc& input = op_->inputs[static_cast<size_t>(i)];
+    const std::vector<int64_t>& inShape = op_->spec.members[static_cast<size_t>(i)].shape;
     CheckContext ctx{function_, grouped ? "ins" : "in", grouped ? i : -1};
     CheckContext octx{function_, grouped ? "outs" : "out", grouped ? i : -1};
     TensorDesc output;
     if (hcoll_status_t s = checkTensor(octx, out, &output); s != HCOLL_SUCCESS) return s;
     const bool rowsAgree =
-        output.shape.size() == input.shape.size() && !output.shape.empty() &&
-        std::equal(output.shape.begin() + 1, output.shape.end(), input.shape.begin() + 1);
+        output.shape.size() == inShape.size() && !output.shape.empty() &&
+        std::equal(output.shape.begin() + 1, output.shape.end(), inShape.begin() + 1);
     if (output.dtype != input.dtype || output.device != input.device || !rowsAgree) {
       return fail(HCOLL_ERR_INVALID_ARGUMENT,
                   std::string(function_) + ": " + octx.where() + " (" + dataTypeName(output.dtype) +
                       " " + shapeString(output.shape) + ") differs from " + ctx.where() + " (" +
-                      dataTypeName(input.dtype) + " " + shapeString(input.shape) +
+                      dataTypeName(input.dtype) + " " + shapeString(inShape) +
                       ") in dtype, device, ndim or dims after dim 0");
     }
     if (op_->spec.kind == OpKind::kAlltoall) {
-      const auto bytes = [](const TensorDesc& t) {
-        return static_cast<uintptr_t>(numElements(t.shape)) * dataTypeSize(t.dtype);
-      };
+      const auto inBytes = static_cast<uintptr_t>(numElements(inShape)) * dataTypeSize(input.dtype);
+      const auto outBytes = static_cast<uintptr_t>(output.bytes());
       const auto a = reinterpret_cast<uintptr_t>(input.data);
       const auto b = reinterpret_cast<uintptr_t>(output.data);
-      if (bytes(input) != 0 && bytes(output) != 0 && a < b + bytes(output) &&
-          b < a + bytes(input)) {
+      if (inBytes != 0 && outBytes != 0 && a < b + outBytes && b < a + inBytes) {
         return fail(HCOLL_ERR_INVALID_ARGUMENT,
                     std::string(function_) + ": out overlaps in (alltoall is not in place)");
       }
@@ -118,8 +127,8 @@ class Submission {
   }
 
   hcoll_status_t requireRows(const char* why) {
-    for (size_t i = 0; i < op_->inputs.size(); ++i) {
-      if (op_->inputs[i].shape.empty()) {
+    for (size_t i = 0; i < op_->spec.members.size(); ++i) {
+      if (op_->spec.members[i].shape.empty()) {
         return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(function_) + ": " + memberName(i) +
                                                     " is 0-d; " + why + " needs ndim >= 1");
       }
@@ -163,7 +172,7 @@ class Submission {
 
   hcoll_status_t setSplits(const int64_t* splits) {
     const int n = comm_->size();
-    const int64_t dim0 = op_->inputs[0].shape[0];
+    const int64_t dim0 = op_->spec.members[0].shape[0];
     std::vector<int64_t> s(static_cast<size_t>(n));
     if (splits == nullptr) {
       if (dim0 % n != 0) {

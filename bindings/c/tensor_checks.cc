@@ -18,7 +18,8 @@ hcoll_status_t invalid(const CheckContext& ctx, const std::string& what) {
 
 }  // namespace
 
-hcoll_status_t checkTensor(const CheckContext& ctx, const hcoll_tensor_t* t, TensorDesc* out) {
+hcoll_status_t checkTensor(const CheckContext& ctx, const hcoll_tensor_t* t, TensorDesc* out,
+                           bool copyShape) {
   if (t == nullptr) return invalid(ctx, "tensor pointer is NULL");
   const int dtype = rawEnum(t->dtype);
   if (dtype < 0 || dtype >= kNumDataTypes) {
@@ -29,16 +30,19 @@ hcoll_status_t checkTensor(const CheckContext& ctx, const hcoll_tensor_t* t, Ten
                             std::to_string(HCOLL_MAX_NDIM) + "]");
   }
   if (t->ndim > 0 && t->shape == nullptr) return invalid(ctx, "shape is NULL but ndim > 0");
-  std::vector<int64_t> shape(t->shape, t->shape + t->ndim);
-  for (int i = 0; i < t->ndim; ++i) {
-    if (shape[i] < 0) {
+  // Checked in place: the success path of a grouped call allocates no shape here.
+  const auto ndim = static_cast<size_t>(t->ndim);
+  for (size_t i = 0; i < ndim; ++i) {
+    if (t->shape[i] < 0) {
       return invalid(ctx, "dimension " + std::to_string(i) + " is negative (" +
-                              std::to_string(shape[i]) + ")");
+                              std::to_string(t->shape[i]) + ")");
     }
   }
   int64_t elements = 0;
-  if (!elementCount(shape, &elements) || !byteCountsFit(shape, static_cast<DataType>(dtype))) {
-    return invalid(ctx, "shape " + shapeString(shape) + " overflows the element count");
+  if (!elementCount(t->shape, ndim, &elements) ||
+      !byteCountsFit(t->shape, ndim, static_cast<DataType>(dtype))) {
+    return invalid(ctx, "shape " + shapeString(std::vector<int64_t>(t->shape, t->shape + ndim)) +
+                            " overflows the element count");
   }
   if (elements > 0 && t->data == nullptr) return invalid(ctx, "data is NULL for a non-empty tensor");
   if (t->device < HCOLL_DEVICE_HOST) {
@@ -52,7 +56,7 @@ hcoll_status_t checkTensor(const CheckContext& ctx, const hcoll_tensor_t* t, Ten
   }
   out->data = t->data;
   out->dtype = static_cast<DataType>(dtype);
-  out->shape = std::move(shape);
+  if (copyShape) out->shape.assign(t->shape, t->shape + ndim);
   out->device = t->device;
   out->stream = t->stream;
   return HCOLL_SUCCESS;

@@ -24,8 +24,10 @@ struct CheckContext {
 };
 
 // Validates `t` (NULL, dtype, ndim, shape, dims, element-count overflow, data, device) and
-// copies it into `out`.
-hcoll_status_t checkTensor(const CheckContext& ctx, const hcoll_tensor_t* t, TensorDesc* out);
+// copies it into `out`; its shape only if `copyShape` (else out->shape is left as it is and the
+// caller reads the checked t->shape itself: no allocation).
+hcoll_status_t checkTensor(const CheckContext& ctx, const hcoll_tensor_t* t, TensorDesc* out,
+                           bool copyShape = true);
 
 // The integer a C caller stored in an enum object. A C caller may store any int there, and in
 // C++ even loading an enum outside its range is undefined (UBSan's -fsanitize=enum), so enums

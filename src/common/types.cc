@@ -7,17 +7,6 @@
 
 namespace hcoll {
 
-size_t dataTypeSize(DataType t) {
-  switch (t) {
-    case DataType::kUint8: case DataType::kInt8: case DataType::kBool: return 1;
-    case DataType::kUint16: case DataType::kInt16: case DataType::kFloat16:
-    case DataType::kBfloat16: return 2;
-    case DataType::kInt32: case DataType::kFloat32: return 4;
-    case DataType::kInt64: case DataType::kFloat64: return 8;
-  }
-  return 1;
-}
-
 const char* dataTypeName(DataType t) {
   static const char* const kNames[] = {"uint8",   "int8",     "uint16",  "int16",
                                        "int32",   "int64",    "float16", "bfloat16",
@@ -39,14 +28,13 @@ const char* opKindName(OpKind k) {
 
 namespace {
 
-bool productOf(std::vector<int64_t>::const_iterator begin, std::vector<int64_t>::const_iterator end,
-               int64_t* out) {
+bool productOf(const int64_t* begin, const int64_t* end, int64_t* out) {
   int64_t n = 1;
   for (auto it = begin; it != end; ++it) {
     const int64_t d = *it;
-    if (d < 0) return false;
-    if (d != 0 && n > std::numeric_limits<int64_t>::max() / d) return false;
-    n *= d;
+    // One multiply with an overflow flag per dim: shapes are checked on every submission, and a
+    // division per dim cost ~40 cycles each.
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return false;
   }
   *out = n;
   return true;
@@ -56,8 +44,7 @@ bool productOf(std::vector<int64_t>::const_iterator begin, std::vector<int64_t>:
 // that overflow), so an overflow here is a bug; it must still not be signed-overflow UB, and a
 // saturated count makes any allocation sized from it fail loudly instead of wrapping to a small
 // one.
-int64_t checkedProduct(std::vector<int64_t>::const_iterator begin,
-                       std::vector<int64_t>::const_iterator end) {
+int64_t checkedProduct(const int64_t* begin, const int64_t* end) {
   int64_t n = 0;
   const bool ok = productOf(begin, end, &n);
   assert(ok && "shape overflows int64: it should have been rejected where it entered");
@@ -67,25 +54,34 @@ int64_t checkedProduct(std::vector<int64_t>::const_iterator begin,
 }  // namespace
 
 bool elementCount(const std::vector<int64_t>& shape, int64_t* out) {
-  return productOf(shape.begin(), shape.end(), out);
+  return elementCount(shape.data(), shape.size(), out);
+}
+
+bool elementCount(const int64_t* dims, size_t ndim, int64_t* out) {
+  return productOf(dims, dims + ndim, out);
 }
 
 bool byteCountsFit(const std::vector<int64_t>& shape, DataType t) {
+  return byteCountsFit(shape.data(), shape.size(), t);
+}
+
+bool byteCountsFit(const int64_t* dims, size_t ndim, DataType t) {
   // The row count matters on its own: a shape like [0, 2^62, 2^62] has zero elements, but the
   // executor still computes its row size.
   const auto size = static_cast<int64_t>(dataTypeSize(t));
   const int64_t limit = std::numeric_limits<int64_t>::max() / size;
   int64_t elements = 0, row = 1;
-  return productOf(shape.begin(), shape.end(), &elements) && elements <= limit &&
-         (shape.size() <= 1 || (productOf(shape.begin() + 1, shape.end(), &row) && row <= limit));
+  return productOf(dims, dims + ndim, &elements) && elements <= limit &&
+         (ndim <= 1 || (productOf(dims + 1, dims + ndim, &row) && row <= limit));
 }
 
-int64_t numElements(const std::vector<int64_t>& shape) {
-  return checkedProduct(shape.begin(), shape.end());
+int64_t invalidShapeCount() {
+  assert(false && "shape overflows int64: it should have been rejected where it entered");
+  return std::numeric_limits<int64_t>::max();
 }
 
 int64_t rowElements(const std::vector<int64_t>& shape) {
-  return shape.size() <= 1 ? 1 : checkedProduct(shape.begin() + 1, shape.end());
+  return shape.size() <= 1 ? 1 : checkedProduct(shape.data() + 1, shape.data() + shape.size());
 }
 
 std::string rankSequence(const std::vector<int>& ranks) {

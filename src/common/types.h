@@ -29,19 +29,41 @@ constexpr int kMaxNdim = 32;  // HCOLL_MAX_NDIM (the bindings static_assert that
 constexpr uint32_t kMaxNameLength = 4096;
 constexpr uint32_t kMaxGroupMembers = 1u << 16;
 
-size_t dataTypeSize(DataType t);
+// Inline: called per member on the submission and execution paths.
+inline size_t dataTypeSize(DataType t) {
+  switch (t) {
+    case DataType::kUint8: case DataType::kInt8: case DataType::kBool: return 1;
+    case DataType::kUint16: case DataType::kInt16: case DataType::kFloat16:
+    case DataType::kBfloat16: return 2;
+    case DataType::kInt32: case DataType::kFloat32: return 4;
+    case DataType::kInt64: case DataType::kFloat64: return 8;
+  }
+  return 1;
+}
 const char* dataTypeName(DataType t);
 const char* reduceOpName(ReduceOp op);
 const char* opKindName(OpKind k);
 
 // Product of dims; false on a negative dim or overflow of int64.
 bool elementCount(const std::vector<int64_t>& shape, int64_t* out);
+bool elementCount(const int64_t* dims, size_t ndim, int64_t* out);
 // Whether the element count and the row (dims[1:]) count of `shape`, in bytes of `t`, fit int64:
 // what every shape entering the core (C API or wire) must satisfy.
 bool byteCountsFit(const std::vector<int64_t>& shape, DataType t);
+bool byteCountsFit(const int64_t* dims, size_t ndim, DataType t);
+// What numElements returns for a shape that overflows (or has a negative dim): asserts, then
+// INT64_MAX.
+int64_t invalidShapeCount();
 // Product of dims of a shape already checked at the C API or the wire decoder; an overflow is
-// a bug (asserted) and saturates at INT64_MAX rather than wrapping.
-int64_t numElements(const std::vector<int64_t>& shape);
+// a bug (asserted) and saturates at INT64_MAX rather than wrapping. Inline: the executor asks for
+// it several times per member of a fused batch.
+inline int64_t numElements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (const int64_t d : shape) {
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return invalidShapeCount();
+  }
+  return n;
+}
 // Elements of one row (dims[1:]); 1 for a 0-d or 1-d shape.
 int64_t rowElements(const std::vector<int64_t>& shape);
 // Rows of a reducescatter's dim 0 that rank r of `size` receives, and where they start.
@@ -56,7 +78,9 @@ std::string shapeString(const std::vector<int64_t>& shape);
 std::string rankSequence(const std::vector<int>& ranks);
 std::string rankList(const std::vector<int>& ranks);
 
-// A caller's tensor as the core sees it: descriptor copied at submission, data borrowed.
+// A caller's tensor as the core sees it: descriptor copied at submission, data borrowed. The
+// inputs (and allreduce outputs) of a LocalOp leave `shape` empty: a member's shape lives once,
+// in its OpSpec's MemberSpec (see local_op.h).
 struct TensorDesc {
   void* data = nullptr;
   DataType dtype = DataType::kFloat32;

@@ -44,18 +44,21 @@ Status checkBackendLimits(const LocalOp& op, const backends::Channel& channel) {
   const size_t n = static_cast<size_t>(channel.size());
   size_t part = 0;  // the largest count of this rank's part: bytes, or reducescatter elements
   const char* unit = "bytes";
+  const auto bytes = [](const MemberSpec& m) {
+    return static_cast<size_t>(numElements(m.shape)) * dataTypeSize(m.dtype);
+  };
   switch (op.spec.kind) {
     case OpKind::kAllgather:
-      for (const TensorDesc& t : op.inputs) part += t.bytes();
+      for (const MemberSpec& m : op.spec.members) part += bytes(m);
       break;
     case OpKind::kAlltoall:
-      part = op.inputs[0].bytes();  // also bounds every split and displacement
+      part = bytes(op.spec.members[0]);  // also bounds every split and displacement
       break;
     case OpKind::kReducescatter:
       unit = "elements";
-      for (const TensorDesc& t : op.inputs) {
-        const size_t rows = static_cast<size_t>(t.shape.empty() ? 0 : t.shape[0]);
-        part += (rows + n - 1) / n * static_cast<size_t>(rowElements(t.shape)) * n;
+      for (const MemberSpec& m : op.spec.members) {
+        const size_t rows = static_cast<size_t>(m.shape.empty() ? 0 : m.shape[0]);
+        part += (rows + n - 1) / n * static_cast<size_t>(rowElements(m.shape)) * n;
       }
       break;
     default:

@@ -18,8 +18,10 @@ namespace hcoll::runtime {
 
 struct LocalOp {
   OpSpec spec;
-  std::vector<TensorDesc> inputs;   // one per member (broadcast: the buffer)
-  // allreduce and *_into: the caller's output of each member; empty: runtime-owned outputs
+  // One per member (broadcast: the buffer). No shape: member i's is spec.members[i].shape.
+  std::vector<TensorDesc> inputs;
+  // allreduce and *_into: the caller's output of each member; empty: runtime-owned outputs.
+  // Allreduce outputs have the input's shape and keep none; *_into outputs keep their own.
   std::vector<TensorDesc> outputs;
   // CUDA tensors: per member, the caller's stream as it was at submission.
   std::vector<backends::StreamMarkerPtr> markers;

@@ -91,27 +91,26 @@ Status Negotiator::round(PendingOps& pending, bool closing, RoundResult* out) {
   out->allClosing = (words_[0] & kAllClosing) != 0;
   out->anyClosing = (anyFlags & kAnyClosing) != 0;
 
-  // Operations every rank has ready and cached run straight away, in slot order.
-  std::vector<std::string> replayed;
-  std::vector<int> replayedSlots;
+  // Operations every rank has ready and cached run straight away, in slot order: the first
+  // fromCache responses.
+  replayedSlots_.clear();
   for (size_t slot = 0; slot < slots; ++slot) {
     if ((words_[1 + slot / 64] >> (slot % 64)) & 1) {
       out->responses.push_back(cache_.shared(static_cast<int>(slot)));
-      replayed.push_back(out->responses.back()->spec.name);
-      replayedSlots.push_back(static_cast<int>(slot));
+      replayedSlots_.push_back(static_cast<int>(slot));
     }
   }
   out->fromCache = out->responses.size();
   if (coordinator_) {
-    for (const auto& name : replayed) coordinator_->forget(name);
+    for (const ResponsePtr& r : out->responses) coordinator_->forget(r->spec.name);
   }
 
   if (anyFlags != 0) {
     out->slowPath = true;
-    HCOLL_RETURN_IF_ERROR(exchangeWithCoordinator(pending, replayed, &out->responses));
+    HCOLL_RETURN_IF_ERROR(exchangeWithCoordinator(pending, out->fromCache, &out->responses));
   }
 
-  for (int slot : replayedSlots) cache_.touch(slot);
+  for (int slot : replayedSlots_) cache_.touch(slot);
   for (size_t i = out->fromCache; i < out->responses.size(); ++i) {
     const Response& r = *out->responses[i];
     if (r.cacheable()) {
@@ -123,14 +122,15 @@ Status Negotiator::round(PendingOps& pending, bool closing, RoundResult* out) {
   return Status::ok();
 }
 
-Status Negotiator::exchangeWithCoordinator(PendingOps& pending,
-                                           const std::vector<std::string>& replayed,
+Status Negotiator::exchangeWithCoordinator(PendingOps& pending, size_t replayed,
                                            std::vector<ResponsePtr>* out) {
   RequestList mine;
   const auto announcedAt = Clock::now();
+  const auto replayedEnd = out->begin() + static_cast<std::ptrdiff_t>(replayed);
   for (auto& op : pending.all()) {
     if (op->announced ||
-        std::find(replayed.begin(), replayed.end(), op->spec.name) != replayed.end()) {
+        std::any_of(out->begin(), replayedEnd,
+                    [&](const ResponsePtr& r) { return r->spec.name == op->spec.name; })) {
       continue;
     }
     mine.ops.push_back(op->spec);

@@ -49,8 +49,9 @@ class Negotiator {
   void watchCloseRequests(const std::atomic<bool>& flag) { closeRequested_ = &flag; }
 
  private:
-  // Announces what the cache could not replay; appends the coordinator's responses.
-  Status exchangeWithCoordinator(PendingOps& pending, const std::vector<std::string>& replayed,
+  // Announces this rank's unannounced operations, except the first `replayed` of *out (replayed
+  // from the cache this round), and appends the coordinator's responses to *out.
+  Status exchangeWithCoordinator(PendingOps& pending, size_t replayed,
                                  std::vector<ResponsePtr>* out);
   // Rank 0: warns about, and past the shutdown time fails, operations some ranks never submit.
   void inspectStalls(std::vector<Response>* out);
@@ -77,6 +78,7 @@ class Negotiator {
   std::chrono::steady_clock::time_point lastInspection_;
   std::set<std::string> warned_;
   std::vector<uint64_t> words_;
+  std::vector<int> replayedSlots_;  // this round's cache hits (kept: no allocation per round)
   const FlightRecorder* recorder_;
   PendingOps* roundPending_ = nullptr;  // during round()
   bool roundClosing_ = false;

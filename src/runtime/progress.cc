@@ -6,8 +6,7 @@
 namespace hcoll::runtime {
 
 Status waitFor(backends::Pending& pending, const WaitPolicy& policy,
-               const std::atomic<bool>& abort,
-               const std::function<Status(double)>& onSlow) {
+               const std::atomic<bool>& abort, SlowCheck onSlow) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   constexpr auto kSlowReportEvery = std::chrono::milliseconds(250);

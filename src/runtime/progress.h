@@ -6,7 +6,7 @@
 
 #include <atomic>
 #include <chrono>
-#include <functional>
+#include <type_traits>
 
 #include "backends/backend.h"
 
@@ -31,11 +31,26 @@ inline WaitPolicy dataPlanePolicy() {
                     std::chrono::microseconds(200)};
 }
 
+// A callable borrowed for the length of one waitFor call: unlike std::function it never
+// allocates (a wait runs twice per operation: the readiness round and the data phase).
+class SlowCheck {
+ public:
+  SlowCheck() = default;
+  template <typename F, typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, SlowCheck>>>
+  SlowCheck(F& f)  // NOLINT: implicit, like std::function; `f` must outlive the call
+      : object_(&f), call_([](void* o, double waited) { return (*static_cast<F*>(o))(waited); }) {}
+  explicit operator bool() const { return call_ != nullptr; }
+  Status operator()(double waited) const { return call_(object_, waited); }
+
+ private:
+  void* object_ = nullptr;
+  Status (*call_)(void*, double) = nullptr;
+};
+
 // Returns the Pending's status, or kShutDown once `abort` becomes true. `onSlow` (may be empty)
 // is called about every 0.25 s with the seconds waited so far, for stall reporting; a failed
 // Status it returns ends the wait with that status (the Pending is then abandoned, still active).
 Status waitFor(backends::Pending& pending, const WaitPolicy& policy,
-               const std::atomic<bool>& abort,
-               const std::function<Status(double waitedSeconds)>& onSlow = {});
+               const std::atomic<bool>& abort, SlowCheck onSlow = {});
 
 }  // namespace hcoll::runtime

@@ -60,7 +60,7 @@ def loss_fn(out, t):
     return ((out - t) ** 2).mean()
 
 
-def train(steps=3, passes=1, grads_to_none=False, **opt_kwargs):
+def train(steps=3, passes=1, grads_to_none=False, set_to_none=False, **opt_kwargs):
     ref = make_model()
     dist = hvd.SyncBatchNorm.convert_sync_batchnorm(make_model())
     ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
@@ -68,8 +68,8 @@ def train(steps=3, passes=1, grads_to_none=False, **opt_kwargs):
                                    named_parameters=dist.named_parameters(),
                                    backward_passes_per_step=passes, **opt_kwargs)
     for step in range(steps):
-        ref_opt.zero_grad()
-        opt.zero_grad()
+        ref_opt.zero_grad(set_to_none=set_to_none)
+        opt.zero_grad(set_to_none=set_to_none)
         if grads_to_none:  # gradients replaced behind the optimizer's back: still reduced
             for p in dist.parameters():
                 p.grad = None
@@ -108,6 +108,9 @@ def test_bucketed_mode():
     check(opt_ref, dist, 1e-10, "bucketed")
     check(*train(bucket_bytes=300, grads_to_none=True), 1e-10, "bucketed, grads set to None")
     check(*train(bucket_bytes=0, grads_to_none=True), 1e-10, "per-parameter, grads set to None")
+    check(*train(bucket_bytes=300, set_to_none=True), 1e-10, "bucketed, zero_grad(set_to_none)")
+    check(*train(bucket_bytes=0, set_to_none=True), 1e-10,
+          "per-parameter, zero_grad(set_to_none)")
 
 
 def test_single_bucket_with_accumulation():

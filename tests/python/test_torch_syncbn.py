@@ -158,5 +158,22 @@ def test_float32_close():
     assert torch.allclose(sync.running_var, ref.running_var, rtol=1e-5, atol=1e-6)
 
 
+def test_copy_and_pickle():
+    # The per-module exchange caches buffers and ctypes descriptors: a copy must build its own
+    # (never write through the original's), and a model with SyncBatchNorm must still pickle.
+    import copy
+    import pickle
+    bn = hvd.SyncBatchNorm(3, dtype=torch.float64)
+    x = torch.randn(4, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(R))
+    y = bn(x)
+    for twin in (copy.deepcopy(bn), pickle.loads(pickle.dumps(bn))):
+        assert twin._hcoll_exchange is not bn._hcoll_exchange
+        bn.running_mean.copy_(twin.running_mean)
+        bn.running_var.copy_(twin.running_var)
+        close(twin(x), y, "copy output")
+        close(bn(x), y, "original after copy")
+        close(twin.running_mean, bn.running_mean, "copy running_mean")
+
+
 if __name__ == "__main__":
     harness.run(globals(), setup, teardown=hvd.shutdown)

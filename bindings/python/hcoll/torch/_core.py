@@ -422,3 +422,25 @@ def submit(fn, comm_handle, args, keep, finish, result=None):
     if s < 0:
         _check(s)
     return Handle(req.value, keep, finish, result)
+
+
+def run(fn, comm_handle, args, keep):
+    """Submits one collective and waits for it (the blocking fast path: no Handle). `keep`: the
+    tensors the descriptors in `args` point into. If the wait is interrupted (KeyboardInterrupt),
+    the request is freed once its operation ended, `args` and `keep` referenced until then."""
+    if _api._orphans:
+        _api._reap_orphans()
+    req = _lib.request_t()
+    s = fn(comm_handle, *args, ctypes.byref(req))
+    if s < 0:
+        _check(s)
+    r = req.value
+    done = False
+    try:
+        wait(r)
+        done = True
+    finally:
+        if done or lib.hcoll_test(r) != _lib.IN_PROGRESS:
+            lib.hcoll_request_free(r)
+        else:
+            _api._orphans.append((r, (args, keep)))

@@ -53,10 +53,12 @@ class _Bucket:
     one member per gradient, and the descriptor array is rebuilt only when a gradient tensor was
     replaced."""
 
-    __slots__ = ("params", "name", "ready", "handle", "ptrs", "descs", "work", "ctxs", "flat")
+    __slots__ = ("params", "size", "name", "ready", "handle", "ptrs", "descs", "work", "ctxs",
+                 "flat")
 
     def __init__(self, params, names):
         self.params = params  # _Param objects
+        self.size = len(params)
         first, last = names[0], names[-1]
         self.name = (f"grads[{first}]" if len(params) == 1
                      else f"grads[{first}..{last}]#{len(params)}").encode()
@@ -109,6 +111,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._buckets = []
         if bucket_bytes and bucket_bytes > 0:
             self._make_buckets(int(bucket_bytes))
+        self._flat_ids = {id(st.p) for b in self._buckets if b.flat is not None
+                          for st in b.params}
+        self._singles = [st for st in self._states if st.bucket is None]  # per-parameter mode
         self._synchronized = False
         self._should_synchronize = True
         self._grad_accs = []
@@ -167,25 +172,24 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._grad_accs.append(acc)
 
     def _make_hook(self, st):
+        # The per-gradient path (one call per parameter per backward pass): a countdown and a
+        # counter. A flat bucket's gradients that were replaced (set to None, out-of-place
+        # accumulation) are put back into the bucket when it is submitted.
         def hook(*_):
-            if st.delay <= 0:
-                raise AssertionError(
-                    "gradients were computed more than backward_passes_per_step times before "
-                    "step(); increase backward_passes_per_step to accumulate them locally")
             st.delay -= 1
             if st.delay == 0:
                 b = st.bucket
                 if b is None:
                     self._submit_one(st)
                 else:
-                    if st.view is not None:
-                        g = st.p.grad
-                        if g is None or g.data_ptr() != st.vptr:
-                            # Replaced (set to None, or out-of-place accumulation): home again.
-                            self._attach(st)
                     b.ready += 1
-                    if b.ready == len(b.params):
+                    if b.ready == b.size:
                         self._submit_bucket(b)
+            elif st.delay < 0:
+                st.delay = 0
+                raise AssertionError(
+                    "gradients were computed more than backward_passes_per_step times before "
+                    "step(); increase backward_passes_per_step to accumulate them locally")
         return hook
 
     # -- submission (the fast path: cached descriptors, one C call) -----------------------------
@@ -229,7 +233,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def _submit_bucket(self, b):
         if b.flat is not None:
             for st in b.params:
-                if st.p.grad is None or st.p.grad.data_ptr() != st.vptr:
+                if st.p.grad is not st.view:  # replaced since zero_grad(): home again
                     self._attach(st)
             if self._compressed:
                 pairs = [self._compression.compress(f) for f in b.flat]
@@ -263,24 +267,30 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                                 (b.name, len(b.params), b.descs, b.descs, self._op, self._pre,
                                  self._post), (keep, b.descs), None)
 
+    def _unflat_params(self):
+        """The parameters zero_grad() treats as torch does: every one not in a flat bucket
+        (computed per call: param_groups may change)."""
+        flat = self._flat_ids
+        return [p for g in self.param_groups for p in g["params"] if id(p) not in flat]
+
     # -- Horovod's optimizer interface -----------------------------------------------------------
 
     def _in_flight(self):
-        return (any(st.handle is not None for st in self._states)
+        return (any(st.handle is not None for st in self._singles)
                 or any(b.handle is not None for b in self._buckets))
 
     def synchronize(self):
         """Submits what is not in flight yet, waits for everything and puts the averaged
         gradients into p.grad."""
-        for st in self._states:
-            if st.bucket is None and st.handle is None:
+        for st in self._singles:
+            if st.handle is None:
                 self._submit_one(st)
         for b in self._buckets:
             if b.handle is None:
                 self._submit_bucket(b)
         decompress = self._compression.decompress
         try:
-            for st in self._states:
+            for st in self._singles:
                 if st.handle is not None:
                     h, st.handle = st.handle, None
                     _core.synchronize(h)
@@ -298,10 +308,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         finally:
             # On failure the handles not waited for are dropped: each is freed once its
             # operation ended, its tensors referenced until then.
-            for st in self._states:
+            for st in self._singles:
                 st.handle = None
                 st.work = st.ctx = None
-                st.delay = self._passes
+            passes = self._passes
+            for st in self._states:
+                st.delay = passes
             for b in self._buckets:
                 b.handle = None
                 b.ready = 0
@@ -326,20 +338,32 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._synchronized = False
         return super(self.__class__, self).step(closure)
 
-    def zero_grad(self, *args, **kwargs):
+    def zero_grad(self, set_to_none=False):
         """As the optimizer's, except that gradients living in a flat bucket are zeroed in place
-        and stay views of it even with set_to_none=True (like DDP's gradient_as_bucket_view)."""
+        (one fill per bucket buffer) and stay views of it even with set_to_none=True (like DDP's
+        gradient_as_bucket_view)."""
         if self._in_flight():
             raise AssertionError("optimizer.zero_grad() was called after loss.backward() but "
                                  "before optimizer.step() or optimizer.synchronize()")
-        result = super(self.__class__, self).zero_grad(*args, **kwargs)
         for b in self._buckets:
             if b.flat is not None:
                 for f in b.flat:
                     f.zero_()
                 for st in b.params:
-                    st.p.grad = st.view
-        return result
+                    if st.p.grad is not st.view:
+                        st.p.grad = st.view
+        for p in self._unflat_params():
+            g = p.grad
+            if g is None:
+                continue
+            if set_to_none:
+                p.grad = None
+                continue
+            if g.grad_fn is not None:
+                g.detach_()
+            else:
+                g.requires_grad_(False)
+            g.zero_()
 
 
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
