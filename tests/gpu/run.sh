@@ -122,9 +122,12 @@ if ! cmake -S . -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DHCOLL
   record "FAIL    configure (log: $OUT/configure.log)"; summary; exit 2
 fi
 grep -E 'hcoll: (MPI|NCCL)' "$OUT/configure.log"
+COLLECTIVE_AREAS="allreduce allgather broadcast alltoall reducescatter into"
+COLLECTIVE_TARGETS=$(for a in $COLLECTIVE_AREAS; do printf 'hcoll-test-%s ' "$a"; done)
 t=$(allot "${BUILD_TIMEOUT_S:-300}")
 if [ "$t" = 0 ] || ! timeout "$t" cmake --build "$BUILD" -j"$JOBS" \
-     --target hcoll hcoll-unit-tests hcoll-test-gpu hcoll-bench-gpu >"$OUT/build.log" 2>&1; then
+     --target hcoll hcoll-unit-tests hcoll-test-gpu hcoll-bench-gpu $COLLECTIVE_TARGETS \
+     >"$OUT/build.log" 2>&1; then
   grep -E 'error|Error' "$OUT/build.log" | head -30
   record "FAIL    build (log: $OUT/build.log)"; summary; exit 2
 fi
@@ -163,6 +166,19 @@ if [ "$GPUS" -ge 2 ]; then
 else
   record "SKIPPED GPU tests, 2 ranks: need 2 GPUs, $GPUS visible (NCCL: \"Duplicate GPU detected\")"
 fi
+
+# ---- 2b. the collective tests (tests/collectives) in CUDA memory, 1 rank ----------------------
+# The same test bodies as on the host (HCOLL_TEST_MEMORY=cuda: support/test_util.h), without the
+# 16-bit float accumulation cases (NCCL rounds each step) and the 1M-element ones (time).
+collectives_in_cuda() {
+  local area
+  for area in $COLLECTIVE_AREAS; do
+    echo "== $area"
+    HCOLL_TEST_MEMORY=cuda "$@" "$BUILD/tests/hcoll-test-$area" "~[half_accumulate]~[large]" || return 1
+  done
+}
+step gpu "collective tests in CUDA memory, 1 rank" 150 "$OUT/collectives_cuda_np1.log" \
+  collectives_in_cuda "${MPIEXEC[@]}" -n 1
 
 # ---- 3. GPU bench ------------------------------------------------------------------------------
 bench() {  # ranks

@@ -28,7 +28,8 @@ foreach(name hostile_input shutdown sigkill idle_cpu soak)
     target_sources(hcoll-test-${dashed} PRIVATE reliability/hostile_enums.c)
   endif()
   target_include_directories(hcoll-test-${dashed} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
-  target_link_libraries(hcoll-test-${dashed} PRIVATE hcoll::hcoll Catch2::Catch2 Threads::Threads)
+  target_link_libraries(hcoll-test-${dashed} PRIVATE hcoll::hcoll Catch2::Catch2 Threads::Threads
+                        ${HTEST_CUDA_LIBS})
 endforeach()
 
 hcoll_add_mpi_test(hostile_input.np2 hcoll-test-hostile-input 2 TIMEOUT 60 LABELS reliability)

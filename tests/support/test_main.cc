@@ -7,8 +7,19 @@
 
 #include "support/harness.h"
 
+#include <cstdio>
+#include <string>
+
+#include "support/test_util.h"
+
 int main(int argc, char** argv) {
   if (!htest::initializeRanks()) return 2;
+  // The CUDA instantiation (HCOLL_TEST_MEMORY=cuda) without a GPU per rank: skip, saying why.
+  if (const std::string why = htest::memoryUnavailableOnAnyRank(); !why.empty()) {
+    std::printf("SKIPPED: %s\n", why.c_str());
+    htest::shutdownRanks();
+    return 0;
+  }
   const int result = Catch::Session().run(argc, argv);
   htest::shutdownRanks();
   return result;

@@ -1,6 +1,12 @@
 #include "support/test_util.h"
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#if HTEST_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 namespace htest {
 
@@ -126,6 +132,86 @@ double load(hcoll_dtype_t t, const void* base, int64_t i) {
 
 }  // namespace
 
+bool cudaMemory() {
+  static const bool kCuda = [] {
+    const char* memory = std::getenv("HCOLL_TEST_MEMORY");
+    return memory != nullptr && std::string(memory) == "cuda";
+  }();
+  return kCuda;
+}
+
+bool memoryReduces(hcoll_dtype_t t) {
+  return !cudaMemory() || (t != HCOLL_INT16 && t != HCOLL_UINT16);
+}
+
+namespace {
+
+#if HTEST_WITH_CUDA
+int visibleDevices() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+// This rank's device: its local rank's (one GPU per rank, as NCCL needs).
+int deviceOfThisRank() {
+  int local = 0;
+  hcoll_comm_local_rank(world(), &local);
+  return local;
+}
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+    std::abort();  // a test helper failing: nothing sensible to go on with
+  }
+}
+#endif
+
+}  // namespace
+
+std::string memoryUnavailable() {
+  if (!cudaMemory()) return "";
+#if HTEST_WITH_CUDA
+  const int devices = visibleDevices();
+  if (devices == 0) return "HCOLL_TEST_MEMORY=cuda but no CUDA device is visible";
+  int localSize = 1;
+  hcoll_comm_local_size(world(), &localSize);
+  if (devices < localSize) {
+    return "HCOLL_TEST_MEMORY=cuda with " + std::to_string(localSize) + " ranks on a node of " +
+           std::to_string(devices) + " GPU(s): NCCL needs one GPU per rank";
+  }
+  return "";
+#else
+  return "HCOLL_TEST_MEMORY=cuda but the tests were built without CUDA (no NCCL backend)";
+#endif
+}
+
+std::string memoryUnavailableOnAnyRank() {
+  std::string why = memoryUnavailable();
+  const int size = worldSize();
+  hcoll_comm_t other = HCOLL_COMM_NULL;
+  if (!cudaMemory() || size == 1 ||
+      hcoll_comm_world_of((worldRank() + 1) % size, &other) == HCOLL_SUCCESS) {
+    return why;  // host memory, one rank, or every rank in this process: one answer for all
+  }
+  // One rank per process: ranks on other nodes may answer otherwise, and a rank that skipped
+  // would leave the others waiting in the first collective.
+  int32_t unavailable = why.empty() ? 0 : 1;
+  int64_t shape[1] = {1};
+  hcoll_tensor_t t = {&unavailable, HCOLL_INT32, 1, shape, HCOLL_DEVICE_HOST, nullptr};
+  hcoll_request_t req = HCOLL_REQUEST_NULL;
+  if (hcoll_allreduce(world(), "htest.memory", &t, &t, HCOLL_MAX, 1, 1, &req) != HCOLL_SUCCESS ||
+      waitAndFree(req) != HCOLL_SUCCESS) {
+    return "the ranks could not agree on the memory (" + std::string(hcoll_last_error()) + ")";
+  }
+  if (unavailable != 0 && why.empty()) why = "another rank cannot use CUDA memory";
+  return why;
+}
+
 Tensor::Tensor(hcoll_dtype_t dtype, std::vector<int64_t> shape)
     : dtype_(dtype), shape_(std::move(shape)) {
   bytes_.assign(static_cast<size_t>(elements()) * dtypeSize(dtype) + 1, 0);
@@ -139,7 +225,38 @@ hcoll_tensor_t Tensor::desc() const {
   t.shape = shape_.data();
   t.device = HCOLL_DEVICE_HOST;
   t.stream = nullptr;
+#if HTEST_WITH_CUDA
+  if (cudaMemory()) {
+    download();  // a second desc() of the same tensor must not lose what the device holds
+    const int device = deviceOfThisRank();
+    check(cudaSetDevice(device), "cudaSetDevice");
+    if (!device_) {
+      void* p = nullptr;
+      check(cudaMalloc(&p, bytes_.size()), "cudaMalloc");
+      device_ = std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
+    }
+    check(cudaMemcpy(device_.get(), bytes_.data(), bytes_.size(), cudaMemcpyHostToDevice),
+          "cudaMemcpy to the device");
+    deviceNewer_ = true;
+    t.data = device_.get();
+    t.device = device;
+  }
+#endif
   return t;
+}
+
+void Tensor::download() const {
+#if HTEST_WITH_CUDA
+  if (!deviceNewer_) return;
+  check(cudaMemcpy(bytes_.data(), device_.get(), bytes_.size(), cudaMemcpyDeviceToHost),
+        "cudaMemcpy to the host");
+  deviceNewer_ = false;
+#endif
+}
+
+void* Tensor::data() {
+  download();
+  return bytes_.data();
 }
 
 int64_t Tensor::elements() const {
@@ -148,10 +265,29 @@ int64_t Tensor::elements() const {
   return n;
 }
 
-void Tensor::set(int64_t i, double v) { store(dtype_, bytes_.data(), i, v); }
-double Tensor::get(int64_t i) const { return load(dtype_, bytes_.data(), i); }
+void Tensor::set(int64_t i, double v) {
+  download();
+  store(dtype_, bytes_.data(), i, v);
+}
 
-double outputElement(const hcoll_tensor_t& t, int64_t i) { return load(t.dtype, t.data, i); }
+double Tensor::get(int64_t i) const {
+  download();
+  return load(dtype_, bytes_.data(), i);
+}
+
+double outputElement(const hcoll_tensor_t& t, int64_t i) {
+#if HTEST_WITH_CUDA
+  if (t.device != HCOLL_DEVICE_HOST) {  // an output of a CUDA operation: read one element
+    uint64_t element = 0;
+    const size_t size = dtypeSize(t.dtype);
+    check(cudaMemcpy(&element, static_cast<const uint8_t*>(t.data) + i * size, size,
+                     cudaMemcpyDeviceToHost),
+          "cudaMemcpy of an output element");
+    return load(t.dtype, &element, 0);
+  }
+#endif
+  return load(t.dtype, t.data, i);
+}
 
 int64_t outputElements(const hcoll_tensor_t& t) {
   int64_t n = 1;

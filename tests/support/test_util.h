@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -61,8 +62,25 @@ float fromHalf(uint16_t h);
 uint16_t toBfloat16(float f);
 float fromBfloat16(uint16_t b);
 
-// A host tensor holding its own bytes and shape. Values are set and read as double and
-// converted to the dtype (so tests use small integers that every dtype represents exactly).
+// The memory the collective tests' tensors live in: host memory, or with HCOLL_TEST_MEMORY=cuda
+// the GPU of this rank's local rank (the CUDA instantiation of the same tests, run by the device
+// backend). Read once.
+bool cudaMemory();
+// Why this run cannot use its memory, "" if it can: CUDA requested but the tests were built
+// without it, no device is visible, or a node has fewer devices than ranks (NCCL refuses two
+// ranks of one communicator on one GPU). The runner then skips every test, saying why.
+std::string memoryUnavailable();
+// memoryUnavailable, agreed by every rank (collective over the world under one rank per
+// process): a reason if any rank has one.
+std::string memoryUnavailableOnAnyRank();
+// Whether the backend serving this run's memory reduces `t` (NCCL has no 16-bit integers).
+bool memoryReduces(hcoll_dtype_t t);
+
+// A tensor holding its own bytes and shape. Values are set and read as double and converted to
+// the dtype (so tests use small integers that every dtype represents exactly). In CUDA memory
+// (cudaMemory()) the values live on the host until desc() uploads them to the tensor's device
+// buffer, which then holds the truth until the next set/get/data downloads it back: call desc()
+// after setting the inputs and read results after the operation completed, as with host memory.
 class Tensor {
  public:
   Tensor(hcoll_dtype_t dtype, std::vector<int64_t> shape);
@@ -70,14 +88,18 @@ class Tensor {
   int64_t elements() const;
   void set(int64_t i, double v);
   double get(int64_t i) const;
-  void* data() { return bytes_.data(); }
+  void* data();  // the host values
   const std::vector<int64_t>& shape() const { return shape_; }
   hcoll_dtype_t dtype() const { return dtype_; }
 
  private:
+  void download() const;
+
   hcoll_dtype_t dtype_;
   std::vector<int64_t> shape_;
-  std::vector<uint8_t> bytes_;
+  mutable std::vector<uint8_t> bytes_;
+  mutable std::shared_ptr<void> device_;  // CUDA memory: the device copy, allocated by desc()
+  mutable bool deviceNewer_ = false;      // desc() handed the device copy out
 };
 
 // Reads element i of an output tensor returned by hcoll_request_output.
