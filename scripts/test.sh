@@ -4,8 +4,10 @@
 #   2. an Open MPI build of the library only, for the Python tests with Debian's mpi4py (built
 #      against Open MPI; one process never loads two MPIs);
 #   3. the wire-format fuzzer (libFuzzer, ASan + UBSan) for HCOLL_FUZZ_SECONDS (45) seconds;
-#   4. an ASan + UBSan build running the unit and multi-rank tests with zero reports allowed;
-#   5. a TSan build running the multi-threaded tests (smoke, stall, shutdown, soak);
+#   4. an ASan + UBSan build running the unit, multi-rank and loopback tests with zero reports
+#      allowed;
+#   5. a TSan build running the multi-threaded tests (smoke, stall, shutdown, soak) and the
+#      collective tests on the loopback backend (every rank a thread of one process);
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh test
@@ -58,7 +60,7 @@ mkdir -p build-test-fuzz/corpus  # new inputs land here; the checked-in seeds st
 build-test-fuzz/hcoll-fuzz-wire -max_total_time="${HCOLL_FUZZ_SECONDS:-45}" -timeout=10 \
   -rss_limit_mb=2048 -print_final_stats=1 build-test-fuzz/corpus tests/fuzz/corpus
 
-echo "== AddressSanitizer + UBSan build: unit, core, fusion and reliability tests"
+echo "== AddressSanitizer + UBSan build: unit, core, fusion, reliability and loopback tests"
 cmake -S . -B build-test-asan -DHCOLL_MPI=mpich -DCMAKE_BUILD_TYPE=Debug \
       -DHCOLL_SANITIZE=address,undefined -DHCOLL_BUILD_BENCH=OFF -DHCOLL_WITH_NCCL=OFF
 cmake --build build-test-asan -j"$jobs"
@@ -70,19 +72,22 @@ cmake --build build-test-asan -j"$jobs"
 ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:fast_unwind_on_malloc=0 \
 LSAN_OPTIONS="suppressions=$PWD/tests/sanitizers/lsan.supp:print_suppressions=0" \
 UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$PWD/tests/sanitizers/ubsan.supp" \
-  ctest --test-dir build-test-asan -L "unit|mpi" -LE "python|packaging|examples|bench" \
+  ctest --test-dir build-test-asan -L "unit|mpi|loopback" -LE "python|packaging|examples|bench" \
         --output-on-failure --timeout 300
 
-echo "== ThreadSanitizer build: the multi-threaded tests (smoke, stall, shutdown, soak)"
+echo "== ThreadSanitizer build: the multi-threaded tests (smoke, stall, shutdown, soak, loopback)"
 cmake -S . -B build-test-tsan -DHCOLL_MPI=mpich -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DHCOLL_SANITIZE=thread -DHCOLL_BUILD_BENCH=OFF -DHCOLL_WITH_NCCL=OFF
 cmake --build build-test-tsan -j"$jobs" \
-  --target hcoll-test-smoke hcoll-test-stall hcoll-test-shutdown hcoll-test-soak
+  --target hcoll-test-smoke hcoll-test-stall hcoll-test-shutdown hcoll-test-soak \
+           hcoll-test-allreduce hcoll-test-allgather hcoll-test-broadcast hcoll-test-alltoall \
+           hcoll-test-reducescatter hcoll-test-into hcoll-test-names hcoll-test-mismatch \
+           hcoll-test-join_barrier hcoll-test-fusion hcoll-test-cache
 # UCX's memory hooks (libucm, below MPICH) crash inside TSan's interceptors at thread exit, so
 # they are off; MPICH's locks are pthread mutexes TSan sees, so no MPICH suppressions are needed.
 UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_MALLOC_HOOKS=no UCX_MEM_EVENTS=no \
 TSAN_OPTIONS="halt_on_error=1:suppressions=$PWD/tests/sanitizers/tsan.supp" \
-  ctest --test-dir build-test-tsan -R "^(smoke|stall|shutdown|soak)\." --output-on-failure \
-        --timeout 300
+  ctest --test-dir build-test-tsan -R "^(smoke|stall|shutdown|soak)\.|\.loopback\." \
+        --output-on-failure --timeout 300
 
 echo "== all test stages passed"
