@@ -253,8 +253,8 @@ Status Runtime::checkDeviceMemory(int32_t device) {
   return Status(Code::kUnsupported,
                 "CUDA tensors (device " + std::to_string(device) + ") need a device backend" +
                     (backend ? ", and the one built found no usable CUDA device in this process"
-                             : ", which this build does not have (built: " +
-                                   backends::backendNames(backends::kCudaMemory | backends::kHostMemory) + ")"));
+                             : ", which this build does not have (it has: " +
+                                   backends::backendNames(backends::kHostMemory) + ")"));
 }
 
 Status Runtime::checkDeviceReduction(DataType dtype) {
