@@ -123,7 +123,9 @@ HCOLL_API hcoll_status_t hcoll_comm_world(hcoll_comm_t* comm) {
     if (hcoll_status_t s = requireRuntime("hcoll_comm_world", &rt); s != HCOLL_SUCCESS) return s;
     if (comm == nullptr) return fail(HCOLL_ERR_INVALID_ARGUMENT, "hcoll_comm_world: comm is NULL");
     std::lock_guard<std::mutex> lock(gWorldsMutex);
-    if (gWorldHandles.empty()) return fail(HCOLL_ERR_NOT_INITIALIZED, "hcoll_comm_world: hcoll is shutting down");
+    if (gWorldHandles.empty()) {
+      return fail(HCOLL_ERR_NOT_INITIALIZED, "hcoll_comm_world: hcoll is shutting down");
+    }
     *comm = toHandle(gWorldHandles.front());
     return HCOLL_SUCCESS;
   });
