@@ -146,24 +146,19 @@ void Executor::runFusible(const std::vector<const Response*>& run, PendingOps& p
   }
 
   // The batches: every rank cuts the same ones, from the negotiated sizes.
-  std::vector<size_t> memberBytes;
-  std::vector<DataType> dtypes;
-  memberBytes.reserve(items.size());
-  dtypes.reserve(items.size());
-  for (const Item& it : items) {
-    size_t bytes = it.elements() * dataTypeSize(it.dtype());
-    if (kind == OpKind::kAllgather) {  // the assembled output, every rank's rows
-      bytes = 0;
-      for (int r = 0; r < size_; ++r) {
-        bytes += static_cast<size_t>(it.response->dim0PerRank[it.member * size_ + r]) *
-                 it.rowBytes();
-      }
+  auto bytesOf = [&](size_t i) {
+    const Item& it = items[i];
+    if (kind != OpKind::kAllgather) return it.elements() * dataTypeSize(it.dtype());
+    size_t bytes = 0;  // the assembled output, every rank's rows
+    for (int r = 0; r < size_; ++r) {
+      bytes += static_cast<size_t>(it.response->dim0PerRank[it.member * size_ + r]) *
+               it.rowBytes();
     }
-    memberBytes.push_back(bytes);
-    dtypes.push_back(it.dtype());
-  }
+    return bytes;
+  };
+  auto dtypeOf = [&](size_t i) { return items[i].dtype(); };
   std::vector<Item> batch;
-  for (auto [begin, end] : planBatches(memberBytes, dtypes, traitsOf(kind).reduces,
+  for (auto [begin, end] : planBatches(items.size(), bytesOf, dtypeOf, traitsOf(kind).reduces,
                                        config_.fusionThresholdBytes)) {
     batch.assign(items.begin() + begin, items.begin() + end);
     const auto start = std::chrono::steady_clock::now();

@@ -8,20 +8,31 @@ using namespace hcoll;
 using namespace hcoll::runtime;
 using Batches = std::vector<std::pair<size_t, size_t>>;
 
+namespace {
+
+Batches plan(const std::vector<size_t>& bytes, const std::vector<DataType>& dtypes, bool reduces,
+             size_t threshold) {
+  return planBatches(
+      bytes.size(), [&](size_t i) { return bytes[i]; }, [&](size_t i) { return dtypes[i]; },
+      reduces, threshold);
+}
+
+}  // namespace
+
 TEST_CASE("batch plan: threshold and dtype cut the batches", "[fusion]") {
   const auto f32 = DataType::kFloat32;
   const auto f64 = DataType::kFloat64;
-  REQUIRE(planBatches({}, {}, true, 100).empty());
-  REQUIRE(planBatches({40, 40, 40}, {f32, f32, f32}, true, 100) == Batches{{0, 2}, {2, 3}});
-  REQUIRE(planBatches({40, 60, 1}, {f32, f32, f32}, true, 100) == Batches{{0, 2}, {2, 3}});
+  REQUIRE(plan({}, {}, true, 100).empty());
+  REQUIRE(plan({40, 40, 40}, {f32, f32, f32}, true, 100) == Batches{{0, 2}, {2, 3}});
+  REQUIRE(plan({40, 60, 1}, {f32, f32, f32}, true, 100) == Batches{{0, 2}, {2, 3}});
   // A member bigger than the threshold is a batch of its own, wherever it is.
-  REQUIRE(planBatches({10, 500, 10}, {f32, f32, f32}, true, 100) ==
+  REQUIRE(plan({10, 500, 10}, {f32, f32, f32}, true, 100) ==
           Batches{{0, 1}, {1, 2}, {2, 3}});
   // Reductions need one dtype per buffer; other kinds do not care.
-  REQUIRE(planBatches({8, 8, 8}, {f32, f64, f64}, true, 100) == Batches{{0, 1}, {1, 3}});
-  REQUIRE(planBatches({8, 8, 8}, {f32, f64, f64}, false, 100) == Batches{{0, 3}});
+  REQUIRE(plan({8, 8, 8}, {f32, f64, f64}, true, 100) == Batches{{0, 1}, {1, 3}});
+  REQUIRE(plan({8, 8, 8}, {f32, f64, f64}, false, 100) == Batches{{0, 3}});
   // Fusion off: one member per batch, empty members included.
-  REQUIRE(planBatches({0, 4, 0}, {f32, f32, f32}, true, 0) == Batches{{0, 1}, {1, 2}, {2, 3}});
+  REQUIRE(plan({0, 4, 0}, {f32, f32, f32}, true, 0) == Batches{{0, 1}, {1, 2}, {2, 3}});
 }
 
 TEST_CASE("batch plan: fusion keys", "[fusion]") {
