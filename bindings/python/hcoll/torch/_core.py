@@ -413,28 +413,27 @@ def received_splits(req, i=0):
     return [p[k] for k in range(n.value)]
 
 
-def submit(fn, comm_handle, args, keep, finish, result=None):
-    """Calls one collective entry point and wraps its request. Synchronous errors raise."""
+def _start(fn, comm_handle, args):
+    """Calls one collective entry point; returns its request. Synchronous errors raise."""
     if _api._orphans:
         _api._reap_orphans()
     req = _lib.request_t()
     s = fn(comm_handle, *args, ctypes.byref(req))
     if s < 0:
         _check(s)
-    return Handle(req.value, keep, finish, result)
+    return req.value
+
+
+def submit(fn, comm_handle, args, keep, finish, result=None):
+    """Calls one collective entry point and wraps its request. Synchronous errors raise."""
+    return Handle(_start(fn, comm_handle, args), keep, finish, result)
 
 
 def run(fn, comm_handle, args, keep):
     """Submits one collective and waits for it (the blocking fast path: no Handle). `keep`: the
     tensors the descriptors in `args` point into. If the wait is interrupted (KeyboardInterrupt),
     the request is freed once its operation ended, `args` and `keep` referenced until then."""
-    if _api._orphans:
-        _api._reap_orphans()
-    req = _lib.request_t()
-    s = fn(comm_handle, *args, ctypes.byref(req))
-    if s < 0:
-        _check(s)
-    r = req.value
+    r = _start(fn, comm_handle, args)
     done = False
     try:
         wait(r)
