@@ -15,9 +15,12 @@ constexpr uint64_t kKnownInitFields =
     HCOLL_INIT_FIELD_MPI_COMM | HCOLL_INIT_FIELD_ALLOCATOR | HCOLL_INIT_FIELD_BACKEND;
 // Handles of the world as seen by each rank this process hosts (hcoll_comm_world_of), in the
 // runtime's hostedRanks() order; written at initialize and shutdown, which are serialized.
+struct HostedWorld {
+  int rank;
+  uintptr_t handle;
+};
 std::mutex gWorldsMutex;
-std::vector<int> gHostedRanks;
-std::vector<uintptr_t> gWorldHandles;
+std::vector<HostedWorld> gWorlds;
 
 hcoll_status_t initialize(const hcoll_init_params_t* params) {
   runtime::InitOptions options;
@@ -58,9 +61,10 @@ hcoll_status_t initialize(const hcoll_init_params_t* params) {
   if (!s.isOk()) return toC(Status(s.code(), "hcoll_initialize: " + s.message()));
   auto rt = runtime::Runtime::current();
   std::lock_guard<std::mutex> lock(gWorldsMutex);
-  gHostedRanks = rt->hostedRanks();
-  gWorldHandles.clear();
-  for (const auto& world : rt->worlds()) gWorldHandles.push_back(commTable().insert(world));
+  gWorlds.clear();
+  for (size_t i = 0; i < rt->worlds().size(); ++i) {
+    gWorlds.push_back({rt->hostedRanks()[i], commTable().insert(rt->worlds()[i])});
+  }
   return HCOLL_SUCCESS;
 }
 
@@ -83,8 +87,7 @@ HCOLL_API hcoll_status_t hcoll_shutdown(void) {
     // until freed: a request pending at shutdown reports HCOLL_ERR_SHUT_DOWN from test/wait.
     commTable().clear();
     std::lock_guard<std::mutex> lock(gWorldsMutex);
-    gHostedRanks.clear();
-    gWorldHandles.clear();
+    gWorlds.clear();
     return HCOLL_SUCCESS;
   });
 }
@@ -123,10 +126,10 @@ HCOLL_API hcoll_status_t hcoll_comm_world(hcoll_comm_t* comm) {
     if (hcoll_status_t s = requireRuntime("hcoll_comm_world", &rt); s != HCOLL_SUCCESS) return s;
     if (comm == nullptr) return fail(HCOLL_ERR_INVALID_ARGUMENT, "hcoll_comm_world: comm is NULL");
     std::lock_guard<std::mutex> lock(gWorldsMutex);
-    if (gWorldHandles.empty()) {
+    if (gWorlds.empty()) {
       return fail(HCOLL_ERR_NOT_INITIALIZED, "hcoll_comm_world: hcoll is shutting down");
     }
-    *comm = toHandle(gWorldHandles.front());
+    *comm = toHandle(gWorlds.front().handle);
     return HCOLL_SUCCESS;
   });
 }
@@ -139,16 +142,16 @@ HCOLL_API hcoll_status_t hcoll_comm_world_of(int rank, hcoll_comm_t* comm) {
       return fail(HCOLL_ERR_INVALID_ARGUMENT, "hcoll_comm_world_of: comm is NULL");
     }
     std::lock_guard<std::mutex> lock(gWorldsMutex);
-    for (size_t i = 0; i < gHostedRanks.size() && i < gWorldHandles.size(); ++i) {
-      if (gHostedRanks[i] == rank) {
-        *comm = toHandle(gWorldHandles[i]);
+    for (const HostedWorld& world : gWorlds) {
+      if (world.rank == rank) {
+        *comm = toHandle(world.handle);
         return HCOLL_SUCCESS;
       }
     }
     return fail(HCOLL_ERR_INVALID_ARGUMENT,
                 "hcoll_comm_world_of: rank " + std::to_string(rank) +
                     " is not hosted by this process (it hosts " +
-                    hcoll::rankSequence(gHostedRanks) + ", backend " + rt->backendName() + ")");
+                    hcoll::rankSequence(rt->hostedRanks()) + ", backend " + rt->backendName() + ")");
   });
 }
 
