@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "backends/device.h"
+#include "common/op_traits.h"
 
 namespace hcoll::runtime {
 
@@ -93,6 +94,7 @@ Communicator::~Communicator() {
 Status Communicator::submit(std::unique_ptr<LocalOp> op) {
   HCOLL_RETURN_IF_ERROR(checkBackendLimits(*op, *channel_));
   HCOLL_RETURN_IF_ERROR(markCallerStreams(*op));
+  bool notify = true;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!brokenReason_.empty()) {
@@ -112,12 +114,21 @@ Status Communicator::submit(std::unique_ptr<LocalOp> op) {
     }
     if (autoNamed) ++counter;
     op->spec.autoNamed = autoNamed;
+    // A batching window exists to gather submissions: a caller driving at once would defeat it.
+    op->callerDrivable = config_.callerProgress && config_.cycleTimeMs == 0 &&
+                         op->spec.device == kHostDevice && op->spec.kind != OpKind::kJoin &&
+                         !traitsOf(op->spec.kind).createsComm;
+    if (op->callerDrivable) op->request->setProgress(seat_);
     op->submittedAt = std::chrono::steady_clock::now();
     op->flightSeq = recorder_->submitted(op->spec);
+    // A drivable operation's caller will most likely drive it from its wait: waking the thread
+    // (a futex call here, a context switch there, on a core MPI's progress needs) is wasted
+    // unless the thread naps; otherwise it finds the operation within a tick.
+    notify = !op->callerDrivable || napping_;
     incoming_.push_back(std::move(op));
     hasIncoming_.store(true, std::memory_order_release);
   }
-  wake_.notify_one();
+  if (notify) wake_.notify_one();
   return Status::ok();
 }
 

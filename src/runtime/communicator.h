@@ -2,6 +2,13 @@
 // A communicator: a backend channel, the queue of operations submitted by any user thread, and
 // the negotiation thread that owns everything else (pending operations, response cache,
 // coordinator state, execution). The thread sleeps while nothing is pending.
+//
+// Whoever holds the seat runs the loop's rounds: the thread, or a caller waiting on one of its
+// host operations (Request -> CallerProgress -> drive()), which then negotiates and executes on
+// its own thread while the communicator's thread sleeps: no hand-off to the thread and back, no
+// fifth busy thread on a core that MPI's progress needs. The thread leaves fresh submissions
+// a short claim window for their caller's wait, and takes over whatever a caller leaves
+// (an unmatched round, a round the peers had not all entered by the caller's deadline).
 
 #include <array>
 #include <atomic>
@@ -77,17 +84,39 @@ class Communicator {
   uint64_t nextTimeoutChange() { return timeoutChanges_.fetch_add(1); }
 
  private:
-  // The thread's loop (communicator_loop.cc): collectWork -> closeBoundPassed -> runRound until
-  // one says stop, then stop().
+  // The seat (see the top of this file). Requests of drivable operations share it, so it
+  // outlives the communicator: `comm` is null once the thread stopped.
+  class Seat final : public CallerProgress {
+   public:
+    void drive(const Request& request, std::chrono::steady_clock::time_point giveUpAt) override;
+    std::mutex mutex;  // held while running rounds (or touching the engine)
+    Communicator* comm = nullptr;
+  };
+
+  // The thread's loop (communicator_loop.cc): waitForWork -> collectWork -> closeBoundPassed ->
+  // runRound until one says stop, then stop().
   struct LoopState;
+  struct Engine;  // what rounds use: pending operations, negotiator, executor, loop state
+  struct Wake;    // why waitForWork returned
+  enum class RoundOutcome { kContinue, kStop, kHandedOver };
   void run();
-  // Waits for submissions (or a peer's notice) and moves them into `pending`; false: stop.
-  bool collectWork(PendingOps& pending, LoopState& state, bool* closing);
+  // Sleeps (without the seat) until the thread has something to do; what the engine looked like
+  // when the seat was released is passed in.
+  Wake waitForWork(bool hadPending, bool productive);
+  // Moves submissions into the engine's pending operations; false: stop.
+  bool collectWork(Engine& engine, const Wake& wake, bool* closing);
   // Closing and the peers did not close within the bound: stop.
   bool closeBoundPassed(bool closing, LoopState& state);
-  // One negotiation round and the execution of what it decided; false: stop.
-  bool runRound(Negotiator& negotiator, Executor& executor, PendingOps& pending, bool closing,
-                LoopState& state);
+  // One negotiation round and the execution of what it decided (a caller's: given up on at
+  // `giveUpAt` while peers have not entered it, then kHandedOver).
+  RoundOutcome runRound(Engine& engine, bool closing,
+                        std::chrono::steady_clock::time_point giveUpAt =
+                            std::chrono::steady_clock::time_point::max());
+  // A waiting caller's turn at the loop (seat held): see Seat.
+  void drive(const Request& request, std::chrono::steady_clock::time_point giveUpAt);
+  // Moves drivable submissions into the engine for a driving caller; false if anything there or
+  // in the engine is not drivable or the communicator is closing (the thread's work then).
+  bool claimForCaller(Engine& engine);
   // Runs a round's responses in order: collectives through the executor, communicator creation
   // here (createChannel).
   void execute(Executor& executor, const std::vector<ResponsePtr>& responses,
@@ -120,6 +149,17 @@ class Communicator {
   static constexpr std::chrono::microseconds kIdlePoll{50};  // poll for more work before sleeping
   std::unordered_set<std::string> inFlight_;
   std::array<uint64_t, kNumOpKinds> autoNameCounters_{};
+  // A caller's submission waits this long for its caller's wait to drive it before the thread
+  // takes it (an operation nobody waits on yet starts this much later).
+  static constexpr std::chrono::microseconds kClaimWindow{100};
+  // Idle, the thread looks for submissions every tick (drivable ones do not wake it), and after
+  // kTicksBeforeNap quiet ticks it naps: submissions wake it again.
+  static constexpr std::chrono::milliseconds kTick{1};
+  static constexpr int kTicksBeforeNap = 100;
+  bool napping_ = false;  // under mutex_
+  std::shared_ptr<Seat> seat_ = std::make_shared<Seat>();
+  Engine* engine_ = nullptr;  // under seat_->mutex, while the thread runs
+  bool handedOver_ = false;   // under mutex_: a driving caller left work for the thread
   bool closing_ = false;
   std::atomic<bool> closeRequested_{false};  // closing_, readable by a round in progress
   bool stopped_ = false;

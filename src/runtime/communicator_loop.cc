@@ -5,6 +5,10 @@
 #include <limits>
 #include <thread>
 
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
 #include "common/op_traits.h"
 #include "runtime/communicator.h"
 #include "runtime/executor.h"
@@ -29,6 +33,9 @@ Status peerLeft(const std::string& who, const std::string& name) {
 struct Communicator::LoopState {
   // The last round ran something: poll briefly for the next submission before sleeping.
   bool productive = true;
+  // A driving caller ran the last round: the thread does not poll for the next submission (its
+  // caller will drive that too), it sleeps.
+  bool lastRoundByCaller = false;
   // What operations still pending when the loop stops fail with.
   Status endStatus = shutDown("the communicator was destroyed before the operation ran");
   // Closing is bounded: peers that never close (exited, or busy with work this rank never
@@ -39,75 +46,152 @@ struct Communicator::LoopState {
   // A peer stopped mid-operation or never answered the close: it may never finalize MPI.
   bool peerStuck = false;
   std::string leaver;  // a peer closed the communicator: who (for per-operation messages)
+  bool ended = false;  // a round said stop (the thread's or a caller's): the thread stops
+};
+
+struct Communicator::Engine {
+  Engine(Communicator& c)
+      : negotiator(*c.channel_, c.config_, c.liveness_, c.abort_, c.log_, c.recorder_.get()),
+        executor(*c.channel_, c.config_, c.liveness_, c.closeRequested_, c.abort_, c.stats_,
+                 [&c](std::unique_ptr<LocalOp> op, const Status& s) { c.finish(std::move(op), s); }) {
+    negotiator.watchCloseRequests(c.closeRequested_);
+    executor.setTimeline(c.timeline_, c.timelineTrack_);
+  }
+  PendingOps pending;
+  Negotiator negotiator;
+  Executor executor;
+  LoopState state;
+};
+
+struct Communicator::Wake {
+  Status peerFailure;          // a peer gave up on the communicator
+  bool joinFinalRound = false;  // a closing peer asks this idle rank to join its final round
 };
 
 void Communicator::run() {
-  PendingOps pending;
-  Negotiator negotiator(*channel_, config_, liveness_, abort_, log_, recorder_.get());
-  negotiator.watchCloseRequests(closeRequested_);
-  Executor executor(
-      *channel_, config_, liveness_, closeRequested_, abort_, stats_,
-      [this](std::unique_ptr<LocalOp> op, const Status& s) { finish(std::move(op), s); });
-  executor.setTimeline(timeline_, timelineTrack_);
-  LoopState state;
+#ifdef __linux__
+  // The claim window and the idle polls are timed waits of ~100 us: the default 50 us timer
+  // slack would add half of that again.
+  prctl(PR_SET_TIMERSLACK, 10000UL, 0, 0, 0);
+#endif
+  std::unique_lock<std::mutex> seat(seat_->mutex);
+  Engine engine(*this);
+  engine_ = &engine;
+  seat_->comm = this;
   bool closing = false;
-  while (collectWork(pending, state, &closing) && !closeBoundPassed(closing, state) &&
-         runRound(negotiator, executor, pending, closing, state)) {
+  while (!engine.state.ended) {
+    const bool hadPending = !engine.pending.empty() || engine.negotiator.roundInFlight();
+    const bool productive = engine.state.productive && !engine.state.lastRoundByCaller;
+    seat.unlock();
+    const Wake wake = waitForWork(hadPending, productive);
+    seat.lock();
+    if (engine.state.ended || !collectWork(engine, wake, &closing) ||
+        closeBoundPassed(closing, engine.state)) {
+      break;
+    }
+    // A driving caller may have run everything meanwhile: a round with nothing to offer would
+    // wait for peers that have nothing to negotiate either.
+    const bool inFlight = engine.negotiator.roundInFlight();
+    if (engine.pending.empty() && !closing && !wake.joinFinalRound && !inFlight) continue;
+    // A round a caller handed over goes on as it began (not closing: callers never drive then).
+    const bool roundClosing = inFlight ? engine.negotiator.inFlightClosing() : closing;
+    engine.state.lastRoundByCaller = false;
+    if (runRound(engine, roundClosing) != RoundOutcome::kContinue) break;
   }
-  stop(pending, state);
+  stop(engine.pending, engine.state);
+  seat_->comm = nullptr;
+  engine_ = nullptr;
 }
 
-bool Communicator::collectWork(PendingOps& pending, LoopState& state, bool* closing) {
-  // The batching window: operations submitted within it of the first one negotiate (and fuse)
-  // together. 0 (the default) negotiates at once; ops that arrive during a round go in the next.
-  const auto window = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      std::chrono::duration<double, std::milli>(config_.cycleTimeMs));
+Communicator::Wake Communicator::waitForWork(bool hadPending, bool productive) {
+  Wake wake;
   // Unmatched work (some rank has not submitted it yet) is re-offered after this, or sooner when
   // this rank submits more.
+  const auto window = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double, std::milli>(config_.cycleTimeMs));
   const auto unmatchedPause =
       std::max<std::chrono::steady_clock::duration>(window, std::chrono::milliseconds(1));
-  bool joinFinalRound = false;
-  Status peerFailure;
   std::unique_lock<std::mutex> lock(mutex_);
-  auto woken = [this] { return !incoming_.empty() || closing_ || abort_.load(); };
-  if (pending.empty()) {
-    if (state.productive && !woken()) {
-      // A loop of collectives submits the next one within microseconds of the last one
-      // finishing: poll briefly before paying for a futex sleep and wake-up.
-      lock.unlock();
-      const auto until = std::chrono::steady_clock::now() + kIdlePoll;
-      while (!hasIncoming_.load(std::memory_order_acquire) &&
-             std::chrono::steady_clock::now() < until) {
-        std::this_thread::yield();
-      }
-      lock.lock();
-    }
-    // Idle: sleep until work arrives, looking for the peers' notices now and then: a peer that
-    // closes waits in its final round for this rank to join it, and a peer that gave up must
-    // fail this rank's communicator too.
-    while (!woken()) {
-      if (wake_.wait_for(lock, Liveness::kIdlePollInterval, woken)) break;
-      lock.unlock();
-      peerFailure = liveness_.poll();
-      joinFinalRound = liveness_.takeJoinRequest();
-      lock.lock();
-      if (!peerFailure.isOk() || joinFinalRound) break;
-    }
-  } else if (!state.productive) {
+  auto stopping = [this] { return closing_ || abort_.load() || handedOver_; };
+  auto woken = [&] { return !incoming_.empty() || stopping(); };
+  if (hadPending) {
     // Unmatched work: give other ranks (and this rank's callers) a cycle before re-asking.
-    wake_.wait_for(lock, unmatchedPause, woken);
+    if (!productive) wake_.wait_for(lock, unmatchedPause, woken);
+    return wake;
   }
+  if (productive && !woken()) {
+    // A loop of collectives submits the next one within microseconds of the last one
+    // finishing: poll briefly before paying for a futex sleep and wake-up.
+    lock.unlock();
+    const auto until = std::chrono::steady_clock::now() + kIdlePoll;
+    while (!hasIncoming_.load(std::memory_order_acquire) &&
+           std::chrono::steady_clock::now() < until) {
+      std::this_thread::yield();
+    }
+    lock.lock();
+  }
+  // Idle: sleep until work arrives, looking for the peers' notices now and then: a peer that
+  // closes waits in its final round for this rank to join it, and a peer that gave up must fail
+  // this rank's communicator too. (Not while a caller drives: its round looks.)
+  int quietTicks = 0;
+  auto nextNoticeCheck = std::chrono::steady_clock::now() + Liveness::kIdlePollInterval;
+  while (true) {
+    while (!woken()) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= nextNoticeCheck) {
+        nextNoticeCheck = now + Liveness::kIdlePollInterval;
+        lock.unlock();
+        {
+          std::unique_lock<std::mutex> seat(seat_->mutex, std::try_to_lock);
+          if (seat.owns_lock() && engine_ != nullptr) {
+            wake.peerFailure = liveness_.poll();
+            wake.joinFinalRound = liveness_.takeJoinRequest();
+          }
+        }
+        lock.lock();
+        if (!wake.peerFailure.isOk() || wake.joinFinalRound) break;
+        continue;
+      }
+      napping_ = quietTicks >= kTicksBeforeNap;
+      const auto sleep = napping_ ? nextNoticeCheck - now
+                                  : std::chrono::steady_clock::duration(kTick);
+      if (!wake_.wait_for(lock, sleep, woken)) ++quietTicks;
+    }
+    napping_ = false;
+    if (!wake.peerFailure.isOk() || wake.joinFinalRound || stopping()) return wake;
+    // Fresh submissions a caller may still drive: leave them that long.
+    auto claimable = std::chrono::steady_clock::time_point::max();
+    for (const auto& op : incoming_) {
+      if (!op->callerDrivable) {
+        claimable = std::chrono::steady_clock::time_point::min();
+        break;
+      }
+      claimable = std::min(claimable, op->submittedAt + kClaimWindow);
+    }
+    if (claimable <= std::chrono::steady_clock::now()) return wake;
+    wake_.wait_until(lock, claimable, [&] { return incoming_.empty() || stopping(); });
+    if (!incoming_.empty() || stopping()) return wake;
+    quietTicks = 0;  // claimed by their callers: sleep again, ticking
+  }
+}
+
+bool Communicator::collectWork(Engine& engine, const Wake& wake, bool* closing) {
+  LoopState& state = engine.state;
+  const auto window = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double, std::milli>(config_.cycleTimeMs));
+  std::unique_lock<std::mutex> lock(mutex_);
   if (abort_.load()) {
     state.tellPeers = true;
     return false;
   }
-  if (!peerFailure.isOk()) {
-    state.endStatus = peerFailure;
+  if (!wake.peerFailure.isOk()) {
+    state.endStatus = wake.peerFailure;
     state.broken = true;
     return false;
   }
-  if (window.count() > 0 && !incoming_.empty() && !joinFinalRound) {
-    // Gather what else is submitted within the window opened by the oldest new operation.
+  if (window.count() > 0 && !incoming_.empty() && !wake.joinFinalRound) {
+    // The batching window: operations submitted within it of the first one negotiate (and fuse)
+    // together. 0 (the default) negotiates at once; ops that arrive during a round go in the next.
     const auto windowEnd = incoming_.front()->submittedAt + window;
     wake_.wait_until(lock, windowEnd, [this] { return closing_ || abort_.load(); });
     if (abort_.load()) {
@@ -115,11 +199,54 @@ bool Communicator::collectWork(PendingOps& pending, LoopState& state, bool* clos
       return false;
     }
   }
-  for (auto& op : incoming_) pending.add(std::move(op));
+  for (auto& op : incoming_) engine.pending.add(std::move(op));
   incoming_.clear();
   hasIncoming_.store(false, std::memory_order_relaxed);
+  handedOver_ = false;
   *closing = closing_;
   return true;
+}
+
+void Communicator::Seat::drive(const Request& request,
+                               std::chrono::steady_clock::time_point giveUpAt) {
+  std::unique_lock<std::mutex> seat(mutex, std::try_to_lock);
+  if (seat.owns_lock() && comm != nullptr) comm->drive(request, giveUpAt);
+}
+
+bool Communicator::claimForCaller(Engine& engine) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (closing_ || stopped_ || abort_.load() || engine.state.ended) return false;
+  auto drivable = [](const std::unique_ptr<LocalOp>& op) { return op->callerDrivable; };
+  if (!std::all_of(incoming_.begin(), incoming_.end(), drivable) ||
+      !std::all_of(engine.pending.all().begin(), engine.pending.all().end(), drivable)) {
+    return false;
+  }
+  for (auto& op : incoming_) engine.pending.add(std::move(op));
+  incoming_.clear();
+  hasIncoming_.store(false, std::memory_order_relaxed);
+  return true;
+}
+
+void Communicator::drive(const Request& request, std::chrono::steady_clock::time_point giveUpAt) {
+  Engine& engine = *engine_;
+  bool claimed = claimForCaller(engine);
+  while (claimed && request.test() == Code::kInProgress &&
+         (!engine.pending.empty() || engine.negotiator.roundInFlight())) {
+    engine.state.lastRoundByCaller = true;
+    const RoundOutcome outcome = runRound(engine, /*closing=*/false, giveUpAt);
+    if (outcome == RoundOutcome::kStop) engine.state.ended = true;
+    // Unmatched (some rank has not submitted it yet): the thread re-offers it at its pace.
+    if (outcome != RoundOutcome::kContinue || !engine.state.productive) break;
+    claimed = claimForCaller(engine);
+  }
+  bool leftWork;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    leftWork = engine.state.ended || !engine.pending.empty() ||
+               engine.negotiator.roundInFlight() || !incoming_.empty();
+    handedOver_ = handedOver_ || leftWork;
+  }
+  if (leftWork) wake_.notify_one();
 }
 
 bool Communicator::closeBoundPassed(bool closing, LoopState& state) {
@@ -141,11 +268,16 @@ bool Communicator::closeBoundPassed(bool closing, LoopState& state) {
   return true;
 }
 
-bool Communicator::runRound(Negotiator& negotiator, Executor& executor, PendingOps& pending,
-                            bool closing, LoopState& state) {
+Communicator::RoundOutcome Communicator::runRound(Engine& engine, bool closing,
+                                                 std::chrono::steady_clock::time_point giveUpAt) {
+  Negotiator& negotiator = engine.negotiator;
+  Executor& executor = engine.executor;
+  PendingOps& pending = engine.pending;
+  LoopState& state = engine.state;
   RoundResult round;
   const auto roundStart = std::chrono::steady_clock::now();
-  Status s = negotiator.round(pending, closing, &round);
+  Status s = negotiator.round(pending, closing, &round, giveUpAt);
+  if (s.code() == Code::kInProgress) return RoundOutcome::kHandedOver;
   stats_.cycles.fetch_add(1, std::memory_order_relaxed);
   if (!s.isOk()) {
     if (!liveness_.peerGone()) {
@@ -156,7 +288,7 @@ bool Communicator::runRound(Negotiator& negotiator, Executor& executor, PendingO
     }
     state.endStatus = s;
     state.broken = !closing;
-    return false;
+    return RoundOutcome::kStop;
   }
   advanceRecorder(round.responses, pending, FlightState::kNegotiated);
   alignAutoNames(round.responses);
@@ -174,10 +306,10 @@ bool Communicator::runRound(Negotiator& negotiator, Executor& executor, PendingO
     state.endStatus = executor.failure();
     state.broken = !closing;
     state.peerStuck = !abort_.load();
-    return false;
+    return RoundOutcome::kStop;
   }
   state.productive = !round.responses.empty();
-  if (round.allClosing) return false;
+  if (round.allClosing) return RoundOutcome::kStop;
   if (round.anyClosing) {
     // Some rank closes the communicator: this was its last round on every rank.
     if (!closing) {
@@ -189,9 +321,9 @@ bool Communicator::runRound(Negotiator& negotiator, Executor& executor, PendingO
       state.broken = true;
       log_->warn("{}: operations pending here fail with SHUT_DOWN", state.endStatus.message());
     }
-    return false;
+    return RoundOutcome::kStop;
   }
-  return true;
+  return RoundOutcome::kContinue;
 }
 
 void Communicator::execute(Executor& executor, const std::vector<ResponsePtr>& responses,

@@ -71,6 +71,9 @@ Status Config::fromEnvironment(Config* out) {
     }
     c.flightRecorderPath = path;
   }
+  uint64_t callerProgress = 1;
+  HCOLL_RETURN_IF_ERROR(readUnsigned("HCOLL_CALLER_PROGRESS", 1, &callerProgress));
+  c.callerProgress = callerProgress != 0;
   if (const char* v = std::getenv("HCOLL_BACKEND")) c.backend = v;  // checked against the registry
   if (const char* v = std::getenv("HCOLL_LOG_LEVEL"); v != nullptr && *v != '\0') {
     std::string level = v;

@@ -21,6 +21,10 @@ struct Config {
   std::string flightRecorderPath;      // HCOLL_FLIGHT_RECORDER: dumps go to <path>.<world rank>
   std::string logLevel = "warning";    // HCOLL_LOG_LEVEL
   std::string backend;                 // HCOLL_BACKEND: host backend by name; "" = the default
+  // HCOLL_CALLER_PROGRESS (1 = on, 0 = off): a caller waiting on a host operation runs its
+  // negotiation and execution on its own thread while the communicator's thread is idle. Local:
+  // which thread runs a round changes nothing that other ranks see.
+  bool callerProgress = true;
 
   // Reads the environment; a malformed value is an INVALID_ARGUMENT naming the variable.
   static Status fromEnvironment(Config* out);

@@ -28,6 +28,9 @@ struct LocalOp {
   std::shared_ptr<Request> request;
   std::chrono::steady_clock::time_point submittedAt;
   bool announced = false;  // sent to the coordinator in full
+  // A waiting caller may run this operation's rounds on its own thread (Communicator::drive):
+  // host memory (no device context on the caller's thread), not join or communicator creation.
+  bool callerDrivable = false;
   uint64_t flightSeq = 0;  // this op's entry in the communicator's flight recorder
 };
 

@@ -57,14 +57,16 @@ Negotiator::Negotiator(backends::Channel& channel, const Config& config, Livenes
   }
 }
 
-Status Negotiator::round(PendingOps& pending, bool closing, RoundResult* out) {
+void Negotiator::beginRound(PendingOps& pending, bool closing) {
   const auto now = Clock::now();
   const int rank = channel_.rank();
   const int size = channel_.size();
   const size_t slots = cache_.enabled() ? cache_.slotCount() : 0;
-  roundPending_ = &pending;
   roundClosing_ = closing;
   ++roundSeq_;
+  entryStartedAt_ = now;
+  entryNoted_ = false;
+  entryWarned_ = false;
   words_.assign(1 + (slots + 63) / 64, 0);
 
   uint64_t flags = closing ? kAnyClosing : 0;
@@ -80,13 +82,26 @@ Status Negotiator::round(PendingOps& pending, bool closing, RoundResult* out) {
     flags |= kCoordinatorWaiting;
   }
   words_[0] = (~flags & kOrMask) | (closing ? kAllClosing : 0);
+  entry_ = channel_.allreduceBitsAnd(words_.data(), words_.size());
+}
 
-  auto bits = channel_.allreduceBitsAnd(words_.data(), words_.size());
-  if (Status s = waitControl(bits, "readiness allreduce", /*entry=*/true); !s.isOk()) {
+Status Negotiator::round(PendingOps& pending, bool closing, RoundResult* out,
+                         Clock::time_point giveUpAt) {
+  // Operations added to `pending` while a handed-over round was in flight are not in its bits:
+  // they wait for the next round (or are announced with this one's coordinator exchange, which
+  // is harmless: announcing only tells rank 0 they exist).
+  roundPending_ = &pending;
+  if (!entry_) beginRound(pending, closing);
+  // The cache changes only when a round completes: the same slots as when the round began.
+  const size_t slots = cache_.enabled() ? cache_.slotCount() : 0;
+  if (Status s = waitControl(entry_, "readiness allreduce", /*entry=*/true, giveUpAt);
+      !s.isOk()) {
+    if (s.code() == Code::kInProgress) return s;  // handed over, still in flight
     std::lock_guard<std::mutex> lock(abandoned().mutex);
     abandoned().words.push_back(std::move(words_));
     return s;
   }
+  entry_.reset();
   const uint64_t anyFlags = ~words_[0] & kOrMask;
   out->allClosing = (words_[0] & kAllClosing) != 0;
   out->anyClosing = (anyFlags & kAnyClosing) != 0;
@@ -240,9 +255,13 @@ std::string Negotiator::describeMissing(bool entry) {
   return text;
 }
 
-Status Negotiator::waitControl(backends::PendingPtr& step, const char* what, bool entry) {
-  bool warned = false;
-  bool noted = false;
+Status Negotiator::waitControl(backends::PendingPtr& step, const char* what, bool entry,
+                               Clock::time_point giveUpAt) {
+  bool warnedHere = false;
+  bool notedHere = false;
+  // The entry's wait may resume a round a caller handed over: it notes and warns once per round.
+  bool& warned = entry ? entryWarned_ : warnedHere;
+  bool& noted = entry ? entryNoted_ : notedHere;
   // Early enough that peers' notes arrive before the warning, late enough that a round that
   // merely takes a moment sends nothing.
   const double noteAfter = std::min(1.0, config_.stallCheckSeconds / 2);
@@ -261,8 +280,11 @@ Status Negotiator::waitControl(backends::PendingPtr& step, const char* what, boo
   };
   // When this wait first saw the communicator closing (the whole wait, for a closing round).
   double closingSince = roundClosing_ ? 0.0 : -1.0;
-  auto onSlow = [&](double waited) -> Status {
+  auto onSlow = [&](double waitedHere) -> Status {
     const int rank = channel_.rank();
+    // The entry's wait counts from the round's start, across a hand-over.
+    const double waited =
+        entry ? std::chrono::duration<double>(Clock::now() - entryStartedAt_).count() : waitedHere;
     // A peer that gave up will never take part again: fail now with its reason.
     HCOLL_RETURN_IF_ERROR(liveness_.poll());
     if (closingSince < 0 && closeRequested_ != nullptr && closeRequested_->load()) {
@@ -304,8 +326,10 @@ Status Negotiator::waitControl(backends::PendingPtr& step, const char* what, boo
     }
     return Status::ok();
   };
-  Status status = waitFor(*step, controlPlanePolicy(), abort_, onSlow);
-  if (!status.isOk()) {
+  WaitPolicy policy = controlPlanePolicy();
+  policy.giveUpAt = giveUpAt;
+  Status status = waitFor(*step, policy, abort_, onSlow);
+  if (!status.isOk() && status.code() != Code::kInProgress) {
     std::lock_guard<std::mutex> lock(abandoned().mutex);
     abandoned().steps.push_back(std::move(step));
   }

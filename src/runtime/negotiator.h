@@ -41,7 +41,16 @@ class Negotiator {
   // closing, they did not within the close bound; with a peer's failure if a peer gave up on the
   // communicator meanwhile. After a failure a control-plane collective is left outstanding, so
   // the communicator cannot be used any more.
-  Status round(PendingOps& pending, bool closing, RoundResult* out);
+  //
+  // `giveUpAt` is for a caller's thread that drives the round (Communicator::drive): if the peers
+  // have not all entered the round by then, round() returns kInProgress with the round's
+  // readiness allreduce left in flight, and the next call (from any thread) resumes it with the
+  // closing flag and the operations it began with (roundInFlight(), inFlightClosing()).
+  Status round(PendingOps& pending, bool closing, RoundResult* out,
+               std::chrono::steady_clock::time_point giveUpAt =
+                   std::chrono::steady_clock::time_point::max());
+  bool roundInFlight() const { return entry_ != nullptr; }
+  bool inFlightClosing() const { return roundClosing_; }
 
   // `flag` becomes true when the communicator is asked to close (destroy, shutdown). A round
   // already waiting for peers then gives up after the close bound too, instead of waiting for
@@ -62,7 +71,12 @@ class Negotiator {
   // buffers are kept until the process exits.
   // `entry`: the round's first step (the readiness allreduce), the one idle ranks never enter;
   // only there are peers' stall notes used to name the missing ranks.
-  Status waitControl(backends::PendingPtr& step, const char* what, bool entry = false);
+  // `giveUpAt`: see round().
+  Status waitControl(backends::PendingPtr& step, const char* what, bool entry = false,
+                     std::chrono::steady_clock::time_point giveUpAt =
+                         std::chrono::steady_clock::time_point::max());
+  // Starts the round's readiness allreduce over `pending` (entry_).
+  void beginRound(PendingOps& pending, bool closing);
   // "ranks [2] (not in this negotiation round; ranks [1] are)" when the channel can tell, else
   // "the other N rank(s) of the communicator".
   std::string describeMissing(bool entry);
@@ -82,6 +96,12 @@ class Negotiator {
   const FlightRecorder* recorder_;
   PendingOps* roundPending_ = nullptr;  // during round()
   bool roundClosing_ = false;
+  // The round's readiness allreduce while in flight (across a caller's hand-over to the thread),
+  // when it began, and whether its wait already noted and warned (once per round, not per wait).
+  backends::PendingPtr entry_;
+  std::chrono::steady_clock::time_point entryStartedAt_;
+  bool entryNoted_ = false;
+  bool entryWarned_ = false;
   uint64_t roundSeq_ = 0;  // rounds are collective: the same count on every rank
   const std::atomic<bool>* closeRequested_ = nullptr;
 };

@@ -17,6 +17,7 @@ Status waitFor(backends::Pending& pending, const WaitPolicy& policy,
       return Status(Code::kShutDown, "the communicator was shut down while an operation waited");
     }
     const auto now = Clock::now();
+    if (now >= policy.giveUpAt) return Status(Code::kInProgress, "handed over");
     const auto waited = now - start;
     if (onSlow && now >= nextSlowReport) {
       Status verdict = onSlow(std::chrono::duration<double>(waited).count());
@@ -28,7 +29,7 @@ Status waitFor(backends::Pending& pending, const WaitPolicy& policy,
       std::this_thread::yield();
       continue;
     }
-    auto sleep = std::min<Clock::duration>(waited / 16, policy.maxSleep);
+    auto sleep = std::min<Clock::duration>({waited / 16, policy.maxSleep, policy.giveUpAt - now});
     std::this_thread::sleep_for(sleep);
   }
   return status;

@@ -16,6 +16,9 @@ struct WaitPolicy {
   std::chrono::microseconds spin{50};         // busy polling before yielding
   std::chrono::microseconds yieldFor{300};    // polling with sched_yield before sleeping
   std::chrono::microseconds maxSleep{5000};   // longest sleep between polls
+  // A caller's thread driving the wait (Communicator::drive) stops here with kInProgress, the
+  // Pending still active, so that its own deadline holds; the communicator's thread never stops.
+  std::chrono::steady_clock::time_point giveUpAt = std::chrono::steady_clock::time_point::max();
 };
 
 // The control plane waits for peers that may be idle. The data plane runs operations every rank
@@ -47,7 +50,8 @@ class SlowCheck {
   Status (*call_)(void*, double) = nullptr;
 };
 
-// Returns the Pending's status, or kShutDown once `abort` becomes true. `onSlow` (may be empty)
+// Returns the Pending's status, kShutDown once `abort` becomes true, or kInProgress (the Pending
+// still active, not given up on) once the policy's giveUpAt passed. `onSlow` (may be empty)
 // is called about every 0.25 s with the seconds waited so far, for stall reporting; a failed
 // Status it returns ends the wait with that status (the Pending is then abandoned, still active).
 Status waitFor(backends::Pending& pending, const WaitPolicy& policy,

@@ -1,5 +1,6 @@
 #include "runtime/request.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <thread>
@@ -45,30 +46,38 @@ Code Request::test() const {
 }
 
 Code Request::wait(double timeoutSeconds) const {
+  using Clock = std::chrono::steady_clock;
+  // Beyond ~30 years a deadline is "forever"; converting such a value (or infinity) to the
+  // clock's nanoseconds would overflow into a deadline in the past.
+  constexpr double kForeverSeconds = 1e9;
+  const bool forever = timeoutSeconds < 0 || !(timeoutSeconds < kForeverSeconds);
+  const auto start = Clock::now();
+  const auto deadline =
+      forever ? Clock::time_point::max()
+              : start + std::chrono::duration_cast<Clock::duration>(
+                            std::chrono::duration<double>(timeoutSeconds));
+  // The caller drives its own operation when the communicator's thread is idle. Not a wait that
+  // only polls (a timeout shorter than the spin below): that one would hold up other callers.
+  if (progress_ && code_.load(std::memory_order_acquire) == Code::kInProgress &&
+      (forever || timeoutSeconds >= kSpinMicros * 1e-6)) {
+    progress_->drive(*this, deadline);
+    if (Code c = code_.load(std::memory_order_acquire); c != Code::kInProgress) return c;
+  }
   // A small collective completes within microseconds of the wait: poll briefly before paying for
   // a futex sleep and wake-up, yielding so the communicator's thread is never starved of a core.
-  auto spin = std::chrono::duration<double>(kSpinMicros * 1e-6);
-  if (timeoutSeconds >= 0 && timeoutSeconds < spin.count())
-    spin = std::chrono::duration<double>(timeoutSeconds);
-  const auto spinUntil =
-      std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::nanoseconds>(spin);
-  while (std::chrono::steady_clock::now() < spinUntil) {
+  const auto spinUntil = std::min(Clock::now() + std::chrono::microseconds(kSpinMicros), deadline);
+  while (Clock::now() < spinUntil) {
     Code c = code_.load(std::memory_order_acquire);
     if (c != Code::kInProgress) return c;
     std::this_thread::yield();
   }
   std::unique_lock<std::mutex> lock(mutex_);
   auto finished = [this] { return code_ != Code::kInProgress; };
-  // Beyond ~30 years a deadline is "forever"; converting such a value (or infinity) to the
-  // clock's nanoseconds would overflow into a deadline in the past.
-  constexpr double kForeverSeconds = 1e9;
-  if (timeoutSeconds < 0 || !(timeoutSeconds < kForeverSeconds)) {
+  if (forever) {
     done_.wait(lock, finished);
     return code_;
   }
-  if (!done_.wait_for(lock, std::chrono::duration<double>(timeoutSeconds), finished)) {
-    return Code::kTimeout;
-  }
+  if (!done_.wait_until(lock, deadline, finished)) return Code::kTimeout;
   return code_;
 }
 

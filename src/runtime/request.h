@@ -3,6 +3,7 @@
 // communicator's thread. Outputs are attached by the thread before it completes the request.
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -36,6 +37,20 @@ struct OutputTensor {
   bool callerOwned = false;  // a *_into output: the caller's memory, never freed here
 };
 
+class Request;
+
+// Lets a caller that waits on a request run its communicator's negotiation and execution itself
+// while the communicator's thread is idle (MPI's progress model: the waiting thread progresses),
+// instead of two thread hand-offs per operation. Implemented by the communicator.
+class CallerProgress {
+ public:
+  virtual ~CallerProgress() = default;
+  // Runs rounds until `request` completes, nothing more can run now, or `giveUpAt` passes while
+  // peers have not joined; returns at once if another thread is driving. Never blocks on peers
+  // beyond `giveUpAt` (a round that already started executing finishes first).
+  virtual void drive(const Request& request, std::chrono::steady_clock::time_point giveUpAt) = 0;
+};
+
 class Request {
  public:
   static constexpr int kSpinMicros = 50;  // wait() polls this long before sleeping
@@ -64,6 +79,9 @@ class Request {
   void setReceivedSplits(std::vector<std::vector<int64_t>> splits);
   void setNewChannel(std::unique_ptr<backends::Channel> channel);
 
+  // Set at submission, before the caller sees the request: wait() may drive through it.
+  void setProgress(std::shared_ptr<CallerProgress> progress) { progress_ = std::move(progress); }
+
   // Marks the request finished; wakes waiters. Later calls are ignored.
   void complete(const Status& status);
 
@@ -86,6 +104,7 @@ class Request {
   std::vector<OutputTensor> outputs_;
   std::vector<std::vector<int64_t>> receivedSplits_;
   std::unique_ptr<backends::Channel> newChannel_;
+  std::shared_ptr<CallerProgress> progress_;  // null: only the communicator's thread progresses
 };
 
 }  // namespace hcoll::runtime
