@@ -134,7 +134,8 @@ typedef struct hcoll_init_params {
 #define HCOLL_COMM_STATS_FIELD_FUSED_TENSORS (UINT64_C(1) << 4)
 #define HCOLL_COMM_STATS_FIELD_BYTES (UINT64_C(1) << 5)
 #define HCOLL_COMM_STATS_FIELD_QUEUE_DEPTH (UINT64_C(1) << 6)
-#define HCOLL_COMM_STATS_FIELD_ALL (UINT64_C(0x7f))
+#define HCOLL_COMM_STATS_FIELD_CALLER_ROUNDS (UINT64_C(1) << 7)
+#define HCOLL_COMM_STATS_FIELD_ALL (UINT64_C(0xff))
 
 /* Counters of one communicator since its creation (this rank's view). */
 typedef struct hcoll_comm_stats {
@@ -146,6 +147,8 @@ typedef struct hcoll_comm_stats {
   uint64_t fused_tensors;           /* tensors that shared a backend call with another */
   uint64_t bytes;                   /* payload bytes moved through backend calls */
   uint64_t queue_depth;             /* operations submitted and not yet completed, now */
+  uint64_t caller_rounds;           /* of `cycles`, rounds a waiting caller's thread ran
+                                       (caller progress, HCOLL_CALLER_PROGRESS) */
 } hcoll_comm_stats_t;
 
 /* Options of one collective call: the last argument of every *_into function (NULL = defaults).

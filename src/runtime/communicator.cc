@@ -182,6 +182,7 @@ StatsSnapshot Communicator::stats() const {
   s.backendCalls = stats_.backendCalls.load();
   s.fusedTensors = stats_.fusedTensors.load();
   s.bytes = stats_.bytes.load();
+  s.callerRounds = stats_.callerRounds.load();
   std::lock_guard<std::mutex> lock(mutex_);
   s.queueDepth = inFlight_.size();
   return s;

@@ -36,7 +36,7 @@ class Negotiator;
 class Executor;
 
 struct StatsSnapshot {
-  uint64_t cycles, slowPath, cacheHits, backendCalls, fusedTensors, bytes, queueDepth;
+  uint64_t cycles, slowPath, cacheHits, backendCalls, fusedTensors, bytes, queueDepth, callerRounds;
 };
 
 class Communicator {

@@ -279,6 +279,7 @@ Communicator::RoundOutcome Communicator::runRound(Engine& engine, bool closing,
   Status s = negotiator.round(pending, closing, &round, giveUpAt);
   if (s.code() == Code::kInProgress) return RoundOutcome::kHandedOver;
   stats_.cycles.fetch_add(1, std::memory_order_relaxed);
+  if (state.lastRoundByCaller) stats_.callerRounds.fetch_add(1, std::memory_order_relaxed);
   if (!s.isOk()) {
     if (!liveness_.peerGone()) {
       log_->error("negotiation failed, communicator stops: {}", s.message());

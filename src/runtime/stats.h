@@ -1,5 +1,5 @@
 #pragma once
-// Counters of one communicator, updated by its thread and read by any thread.
+// Counters of one communicator, updated by whoever runs its rounds and read by any thread.
 
 #include <atomic>
 #include <cstdint>
@@ -13,6 +13,7 @@ struct CommStats {
   std::atomic<uint64_t> backendCalls{0};
   std::atomic<uint64_t> fusedTensors{0};
   std::atomic<uint64_t> bytes{0};
+  std::atomic<uint64_t> callerRounds{0};  // of cycles: run by a waiting caller (drive())
 };
 
 }  // namespace hcoll::runtime

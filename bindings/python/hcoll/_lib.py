@@ -92,7 +92,7 @@ class OpOptions(ctypes.Structure):
 
 
 STATS_FIELDS = ("cycles", "slow_path_negotiations", "cache_hits", "backend_calls",
-                "fused_tensors", "bytes", "queue_depth")
+                "fused_tensors", "bytes", "queue_depth", "caller_rounds")
 
 
 class CommStats(ctypes.Structure):
