@@ -118,13 +118,16 @@ Status Communicator::submit(std::unique_ptr<LocalOp> op) {
     op->callerDrivable = config_.callerProgress && config_.cycleTimeMs == 0 &&
                          op->spec.device == kHostDevice && op->spec.kind != OpKind::kJoin &&
                          !traitsOf(op->spec.kind).createsComm;
+    for (const MemberSpec& m : op->spec.members) {
+      op->payloadBytes += static_cast<size_t>(numElements(m.shape)) * dataTypeSize(m.dtype);
+    }
+    if (op->spec.kind == OpKind::kAllgather) op->payloadBytes *= static_cast<size_t>(size());
+    op->callerDrivable = op->callerDrivable && op->payloadBytes <= kCallerMaxBytes;
     if (op->callerDrivable) op->request->setProgress(seat_);
     op->submittedAt = std::chrono::steady_clock::now();
     op->flightSeq = recorder_->submitted(op->spec);
-    // A drivable operation's caller will most likely drive it from its wait: waking the thread
-    // (a futex call here, a context switch there, on a core MPI's progress needs) is wasted
-    // unless the thread naps; otherwise it finds the operation within a tick.
-    notify = !op->callerDrivable || napping_;
+    // In driven mode the caller will most likely drive it from its wait (see drivenMode_).
+    notify = !op->callerDrivable || !drivenMode_;
     incoming_.push_back(std::move(op));
     hasIncoming_.store(true, std::memory_order_release);
   }

@@ -133,46 +133,55 @@ Communicator::Wake Communicator::waitForWork(bool hadPending, bool productive) {
   // Idle: sleep until work arrives, looking for the peers' notices now and then: a peer that
   // closes waits in its final round for this rank to join it, and a peer that gave up must fail
   // this rank's communicator too. (Not while a caller drives: its round looks.)
+  using Clock = std::chrono::steady_clock;
+  auto nextNoticeCheck = Clock::now() + Liveness::kIdlePollInterval;
   int quietTicks = 0;
-  auto nextNoticeCheck = std::chrono::steady_clock::now() + Liveness::kIdlePollInterval;
-  while (true) {
-    while (!woken()) {
-      const auto now = std::chrono::steady_clock::now();
-      if (now >= nextNoticeCheck) {
-        nextNoticeCheck = now + Liveness::kIdlePollInterval;
-        lock.unlock();
-        {
-          std::unique_lock<std::mutex> seat(seat_->mutex, std::try_to_lock);
-          if (seat.owns_lock() && engine_ != nullptr) {
-            wake.peerFailure = liveness_.poll();
-            wake.joinFinalRound = liveness_.takeJoinRequest();
-          }
-        }
-        lock.lock();
-        if (!wake.peerFailure.isOk() || wake.joinFinalRound) break;
-        continue;
-      }
-      napping_ = quietTicks >= kTicksBeforeNap;
-      const auto sleep = napping_ ? nextNoticeCheck - now
-                                  : std::chrono::steady_clock::duration(kTick);
-      if (!wake_.wait_for(lock, sleep, woken)) ++quietTicks;
-    }
-    napping_ = false;
-    if (!wake.peerFailure.isOk() || wake.joinFinalRound || stopping()) return wake;
-    // Fresh submissions a caller may still drive: leave them that long.
-    auto claimable = std::chrono::steady_clock::time_point::max();
+  // When incoming work becomes the thread's: at once, but in driven mode a drivable operation
+  // only at the end of its claim window (max: nothing incoming).
+  auto takeAt = [this] {
+    if (incoming_.empty()) return Clock::time_point::max();
+    if (!drivenMode_) return Clock::time_point::min();
+    auto at = Clock::time_point::max();
     for (const auto& op : incoming_) {
-      if (!op->callerDrivable) {
-        claimable = std::chrono::steady_clock::time_point::min();
-        break;
-      }
-      claimable = std::min(claimable, op->submittedAt + kClaimWindow);
+      if (!op->callerDrivable) return Clock::time_point::min();
+      at = std::min(at, op->submittedAt + kClaimWindow);
     }
-    if (claimable <= std::chrono::steady_clock::now()) return wake;
-    wake_.wait_until(lock, claimable, [&] { return incoming_.empty() || stopping(); });
-    if (!incoming_.empty() || stopping()) return wake;
-    quietTicks = 0;  // claimed by their callers: sleep again, ticking
+    return at;
+  };
+  while (!stopping()) {
+    if (!drivenMode_) quietTicks = 0;  // counts the ticks of one stretch of driven mode
+    const auto now = Clock::now();
+    const auto at = takeAt();
+    if (at <= now) {
+      // A drivable operation left unclaimed: its caller does not wait at once.
+      if (at != Clock::time_point::min()) drivenMode_ = false;
+      break;
+    }
+    if (now >= nextNoticeCheck) {
+      nextNoticeCheck = now + Liveness::kIdlePollInterval;
+      lock.unlock();
+      {
+        std::unique_lock<std::mutex> seat(seat_->mutex, std::try_to_lock);
+        if (seat.owns_lock() && engine_ != nullptr) {
+          wake.peerFailure = liveness_.poll();
+          wake.joinFinalRound = liveness_.takeJoinRequest();
+        }
+      }
+      lock.lock();
+      if (!wake.peerFailure.isOk() || wake.joinFinalRound) break;
+      continue;
+    }
+    auto until = std::min(at, nextNoticeCheck);
+    if (drivenMode_) {
+      if (at == Clock::time_point::max() && ++quietTicks > kDrivenQuietTicks) {
+        drivenMode_ = false;  // callers have gone quiet: their next submission wakes the thread
+      } else {
+        until = std::min(until, now + kDrivenTick);
+      }
+    }
+    wake_.wait_until(lock, until);
   }
+  return wake;
 }
 
 bool Communicator::collectWork(Engine& engine, const Wake& wake, bool* closing) {
@@ -216,11 +225,17 @@ void Communicator::Seat::drive(const Request& request,
 bool Communicator::claimForCaller(Engine& engine) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (closing_ || stopped_ || abort_.load() || engine.state.ended) return false;
-  auto drivable = [](const std::unique_ptr<LocalOp>& op) { return op->callerDrivable; };
+  size_t bytes = 0;
+  auto drivable = [&bytes](const std::unique_ptr<LocalOp>& op) {
+    bytes += op->payloadBytes;
+    return op->callerDrivable;
+  };
   if (!std::all_of(incoming_.begin(), incoming_.end(), drivable) ||
-      !std::all_of(engine.pending.all().begin(), engine.pending.all().end(), drivable)) {
+      !std::all_of(engine.pending.all().begin(), engine.pending.all().end(), drivable) ||
+      bytes > kCallerMaxBytes) {
     return false;
   }
+  if (!incoming_.empty()) drivenMode_ = true;
   for (auto& op : incoming_) engine.pending.add(std::move(op));
   incoming_.clear();
   hasIncoming_.store(false, std::memory_order_relaxed);

@@ -31,6 +31,8 @@ struct LocalOp {
   // A waiting caller may run this operation's rounds on its own thread (Communicator::drive):
   // host memory (no device context on the caller's thread), not join or communicator creation.
   bool callerDrivable = false;
+  // What this rank moves (allgather: the gathered result): callers drive only small rounds.
+  size_t payloadBytes = 0;
   uint64_t flightSeq = 0;  // this op's entry in the communicator's flight recorder
 };
 
