@@ -91,6 +91,9 @@ class Communicator {
     void drive(const Request& request, std::chrono::steady_clock::time_point giveUpAt) override;
     std::mutex mutex;  // held while running rounds (or touching the engine)
     Communicator* comm = nullptr;
+    // A waiting caller found the thread running the rounds: callers wait at once, driven mode
+    // would have let them drive (see drivenMode_).
+    std::atomic<bool> wanted{false};
   };
 
   // The thread's loop (communicator_loop.cc): waitForWork -> collectWork -> closeBoundPassed ->

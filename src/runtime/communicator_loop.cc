@@ -149,6 +149,9 @@ Communicator::Wake Communicator::waitForWork(bool hadPending, bool productive) {
     return at;
   };
   while (!stopping()) {
+    if (!drivenMode_ && seat_->wanted.exchange(false, std::memory_order_relaxed)) {
+      drivenMode_ = true;  // callers that wait at once found this thread running their rounds
+    }
     if (!drivenMode_) quietTicks = 0;  // counts the ticks of one stretch of driven mode
     const auto now = Clock::now();
     const auto at = takeAt();
@@ -219,7 +222,11 @@ bool Communicator::collectWork(Engine& engine, const Wake& wake, bool* closing) 
 void Communicator::Seat::drive(const Request& request,
                                std::chrono::steady_clock::time_point giveUpAt) {
   std::unique_lock<std::mutex> seat(mutex, std::try_to_lock);
-  if (seat.owns_lock() && comm != nullptr) comm->drive(request, giveUpAt);
+  if (!seat.owns_lock()) {
+    wanted.store(true, std::memory_order_relaxed);
+  } else if (comm != nullptr) {
+    comm->drive(request, giveUpAt);
+  }
 }
 
 bool Communicator::claimForCaller(Engine& engine) {
