@@ -50,7 +50,7 @@ struct Communicator::LoopState {
 };
 
 struct Communicator::Engine {
-  Engine(Communicator& c)
+  explicit Engine(Communicator& c)
       : negotiator(*c.channel_, c.config_, c.liveness_, c.abort_, c.log_, c.recorder_.get()),
         executor(*c.channel_, c.config_, c.liveness_, c.closeRequested_, c.abort_, c.stats_,
                  [&c](std::unique_ptr<LocalOp> op, const Status& s) { c.finish(std::move(op), s); }) {
@@ -70,8 +70,8 @@ struct Communicator::Wake {
 
 void Communicator::run() {
 #ifdef __linux__
-  // The claim window and the idle polls are timed waits of ~100 us: the default 50 us timer
-  // slack would add half of that again.
+  // The end of a claim window (100 us) is a timed wait: the default 50 us timer slack would add
+  // half of it again.
   prctl(PR_SET_TIMERSLACK, 10000UL, 0, 0, 0);
 #endif
   std::unique_lock<std::mutex> seat(seat_->mutex);
