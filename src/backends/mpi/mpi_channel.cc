@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <limits>
 #include <cstring>
 #include <mutex>
 #include <random>
@@ -23,6 +24,7 @@ constexpr size_t kNoticeHeader = 8 + 1 + 4;
 constexpr size_t kMaxNoticeBytes = 1024;
 constexpr auto kNoticeSendBound = std::chrono::seconds(1);
 constexpr int kWaitingNoteTag = 7;  // stall notes (noteWaiting)
+constexpr int kReadinessTag = 8;    // the readiness AND by recursive doubling
 
 // Receives one message of unknown size from `source` once it arrived (MPI_Improbe + MPI_Mrecv).
 bool tryReceive(MPI_Comm comm, int source, int tag, std::vector<uint8_t>* out, Status* status) {
@@ -139,6 +141,66 @@ class BroadcastBytesPending final : public Pending {
   int rank_;
   std::vector<uint8_t>* buf_;
   std::vector<MPI_Request> sends_;
+  int startRc_ = MPI_SUCCESS;
+};
+
+// The readiness AND (allreduceBitsAnd) on a power-of-two communicator by recursive doubling over
+// point-to-point messages: log2(N) exchanges of the words with rank ^ 1, rank ^ 2, ... Every rank
+// sends its partner exactly one message per exchange, in the same order every round, so the
+// k-th message between two ranks on this tag is always the k-th round's. Measured at 2 ranks on
+// shared memory: ~1.1-1.5 us per round against ~3.3 us for MPI_Iallreduce (MPICH's schedule),
+// which every operation pays once. Never destroyed while a request is active: a round given up
+// on is kept by the negotiator (its buffers with it).
+class AndExchangePending final : public Pending {
+ public:
+  AndExchangePending(MPI_Comm comm, int rank, int size, uint64_t* words, size_t count)
+      : comm_(comm), rank_(rank), size_(size), words_(words), count_(count),
+        sent_(count), received_(count) {
+    startRc_ = startExchange();
+  }
+  bool poll(Status* status) override {
+    while (true) {
+      if (startRc_ != MPI_SUCCESS) {
+        *status = mpiError("MPI_Isend/MPI_Irecv", startRc_);
+        return true;
+      }
+      int done = 0;
+      if (int rc = MPI_Testall(2, requests_, &done, MPI_STATUSES_IGNORE); rc != MPI_SUCCESS) {
+        *status = mpiError("MPI_Testall", rc);
+        return true;
+      }
+      if (!done) return false;
+      for (size_t i = 0; i < count_; ++i) words_[i] &= received_[i];
+      mask_ <<= 1;
+      if (mask_ >= size_) {
+        *status = Status::ok();
+        return true;
+      }
+      startRc_ = startExchange();
+    }
+  }
+
+ private:
+  int startExchange() {
+    const int partner = rank_ ^ mask_;
+    std::copy(words_, words_ + count_, sent_.begin());
+    const int n = static_cast<int>(count_);
+    if (int rc = MPI_Irecv(received_.data(), n, MPI_UINT64_T, partner, kReadinessTag, comm_,
+                           &requests_[0]);
+        rc != MPI_SUCCESS) {
+      return rc;
+    }
+    return MPI_Isend(sent_.data(), n, MPI_UINT64_T, partner, kReadinessTag, comm_,
+                     &requests_[1]);
+  }
+
+  MPI_Comm comm_;
+  int rank_, size_;
+  uint64_t* words_;
+  size_t count_;
+  std::vector<uint64_t> sent_, received_;
+  MPI_Request requests_[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  int mask_ = 1;
   int startRc_ = MPI_SUCCESS;
 };
 
@@ -403,6 +465,10 @@ std::vector<int> MpiChannel::peersWaiting(uint64_t round) {
 
 PendingPtr MpiChannel::allreduceBitsAnd(uint64_t* words, size_t count) {
   MPI_Comm c = control_.get();
+  const bool powerOfTwo = size_ > 1 && (size_ & (size_ - 1)) == 0;
+  if (powerOfTwo && count <= static_cast<size_t>(std::numeric_limits<int>::max())) {
+    return std::make_unique<AndExchangePending>(c, rank_, size_, words, count);
+  }
   return startRequest("MPI_Iallreduce", [&](RequestsPending*, MPI_Request* r) {
     return MPI_Iallreduce(MPI_IN_PLACE, words, static_cast<int>(count), MPI_UINT64_T, MPI_BAND,
                           c, r);
