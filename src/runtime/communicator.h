@@ -6,7 +6,7 @@
 // Whoever holds the seat runs the loop's rounds: the thread, or a caller waiting on one of its
 // host operations (Request -> CallerProgress -> drive()), which then negotiates and executes on
 // its own thread while the communicator's thread sleeps: no hand-off to the thread and back, no
-// fifth busy thread on a core that MPI's progress needs. The thread leaves fresh submissions
+// fifth busy thread on a core the backend's polling needs. The thread leaves fresh submissions
 // a short claim window for their caller's wait, and takes over whatever a caller leaves
 // (an unmatched round, a round the peers had not all entered by the caller's deadline).
 
@@ -153,7 +153,7 @@ class Communicator {
   std::unordered_set<std::string> inFlight_;
   std::array<uint64_t, kNumOpKinds> autoNameCounters_{};
   // Driven mode: callers have been driving their operations (claimForCaller), so a drivable
-  // submission does not wake the thread: waking it (a context switch on a core that MPI's
+  // submission does not wake the thread: waking it (a context switch on a core the backend's
   // progress needs) would be wasted. The idle thread then looks every kDrivenTick instead and
   // takes what a caller left unclaimed for kClaimWindow, which ends driven mode (that caller
   // does not wait at once: its later submissions wake the thread, as do all after
@@ -162,7 +162,7 @@ class Communicator {
   // 5 ms ticks cost nothing measurable.
   static constexpr std::chrono::microseconds kClaimWindow{100};
   // Above this many bytes in one round a caller leaves the work to the thread: the fixed cost
-  // caller progress saves is noise there, and MPI's non-blocking collectives allocate temporary
+  // caller progress saves is noise there, and a backend's collectives may allocate temporary
   // buffers of the message's size in the calling thread. From the application's main thread
   // (glibc's main arena) a fused 27 MiB allreduce then ran at 85 ms instead of 14 ms in half of
   // the steps (page faults on re-grown heap memory); the thread's arena maps them afresh.

@@ -53,7 +53,9 @@ struct Communicator::Engine {
   explicit Engine(Communicator& c)
       : negotiator(*c.channel_, c.config_, c.liveness_, c.abort_, c.log_, c.recorder_.get()),
         executor(*c.channel_, c.config_, c.liveness_, c.closeRequested_, c.abort_, c.stats_,
-                 [&c](std::unique_ptr<LocalOp> op, const Status& s) { c.finish(std::move(op), s); }) {
+                 [&c](std::unique_ptr<LocalOp> op, const Status& s) {
+                   c.finish(std::move(op), s);
+                 }) {
     negotiator.watchCloseRequests(c.closeRequested_);
     executor.setTimeline(c.timeline_, c.timelineTrack_);
   }

@@ -40,8 +40,8 @@ struct OutputTensor {
 class Request;
 
 // Lets a caller that waits on a request run its communicator's negotiation and execution itself
-// while the communicator's thread is idle (MPI's progress model: the waiting thread progresses),
-// instead of two thread hand-offs per operation. Implemented by the communicator.
+// while the communicator's thread is idle (the waiting thread makes progress), instead of two
+// thread hand-offs per operation. Implemented by the communicator.
 class CallerProgress {
  public:
   virtual ~CallerProgress() = default;
