@@ -39,6 +39,17 @@ double secondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
+// Polls with hcoll_test only (which never drives: the communicator's thread must run the
+// operation) until it is no longer in progress or 20 s passed since `start`; frees it on success.
+hcoll_status_t testUntilDone(hcoll_request_t req, std::chrono::steady_clock::time_point start) {
+  hcoll_status_t status;
+  while ((status = hcoll_test(req)) == HCOLL_IN_PROGRESS && secondsSince(start) < 20) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (status == HCOLL_SUCCESS) status = hcoll_request_free(req);
+  return status;
+}
+
 }  // namespace
 
 HTEST_CASE("progress: a waiting caller runs its own rounds", "[progress]") {
@@ -66,14 +77,7 @@ HTEST_CASE("progress: a waiting caller runs its own rounds", "[progress]") {
 HTEST_CASE("progress: an operation nobody waits on still runs", "[progress]") {
   Sum s("progress.unwaited");
   if (worldRank() == 0) {
-    // Only hcoll_test, which never drives: the communicator's thread must take the operation.
-    const auto start = std::chrono::steady_clock::now();
-    hcoll_status_t status;
-    while ((status = hcoll_test(s.req)) == HCOLL_IN_PROGRESS && secondsSince(start) < 20) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    HREQUIRE(status == HCOLL_SUCCESS);
-    HCOLL_REQUIRE_OK(hcoll_request_free(s.req));
+    HCOLL_REQUIRE_OK(testUntilDone(s.req, std::chrono::steady_clock::now()));
   } else {
     HCOLL_REQUIRE_OK(waitAndFree(s.req));
   }
@@ -96,12 +100,7 @@ HTEST_CASE("progress: a wait's deadline hands the round to the thread, which fin
     HREQUIRE(waited < 1.0);
     HREQUIRE(std::string(hcoll_request_error(s.req)).empty());
     // No more waits: the round left in flight completes on the thread once the others join.
-    hcoll_status_t status;
-    while ((status = hcoll_test(s.req)) == HCOLL_IN_PROGRESS && secondsSince(start) < 20) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    HREQUIRE(status == HCOLL_SUCCESS);
-    HCOLL_REQUIRE_OK(hcoll_request_free(s.req));
+    HCOLL_REQUIRE_OK(testUntilDone(s.req, start));
   } else {
     HCOLL_REQUIRE_OK(waitAndFree(s.req));
   }
