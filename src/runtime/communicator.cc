@@ -45,15 +45,12 @@ Status checkBackendLimits(const LocalOp& op, const backends::Channel& channel) {
   const size_t n = static_cast<size_t>(channel.size());
   size_t part = 0;  // the largest count of this rank's part: bytes, or reducescatter elements
   const char* unit = "bytes";
-  const auto bytes = [](const MemberSpec& m) {
-    return static_cast<size_t>(numElements(m.shape)) * dataTypeSize(m.dtype);
-  };
   switch (op.spec.kind) {
     case OpKind::kAllgather:
-      for (const MemberSpec& m : op.spec.members) part += bytes(m);
+      for (const MemberSpec& m : op.spec.members) part += m.bytes();
       break;
     case OpKind::kAlltoall:
-      part = bytes(op.spec.members[0]);  // also bounds every split and displacement
+      part = op.spec.members[0].bytes();  // also bounds every split and displacement
       break;
     case OpKind::kReducescatter:
       unit = "elements";
@@ -118,9 +115,7 @@ Status Communicator::submit(std::unique_ptr<LocalOp> op) {
     op->callerDrivable = config_.callerProgress && config_.cycleTimeMs == 0 &&
                          op->spec.device == kHostDevice && op->spec.kind != OpKind::kJoin &&
                          !traitsOf(op->spec.kind).createsComm;
-    for (const MemberSpec& m : op->spec.members) {
-      op->payloadBytes += static_cast<size_t>(numElements(m.shape)) * dataTypeSize(m.dtype);
-    }
+    for (const MemberSpec& m : op->spec.members) op->payloadBytes += m.bytes();
     if (op->spec.kind == OpKind::kAllgather) op->payloadBytes *= static_cast<size_t>(size());
     op->callerDrivable = op->callerDrivable && op->payloadBytes <= kCallerMaxBytes;
     if (op->callerDrivable) op->request->setProgress(seat_);

@@ -261,6 +261,9 @@ void Communicator::drive(const Request& request, std::chrono::steady_clock::time
     if (outcome == RoundOutcome::kStop) engine.state.ended = true;
     // Unmatched (some rank has not submitted it yet): the thread re-offers it at its pace.
     if (outcome != RoundOutcome::kContinue || !engine.state.productive) break;
+    // Done: what other threads submitted meanwhile stays for their own waits (claiming it here
+    // and leaving would hand it to the thread, a wake).
+    if (request.test() != Code::kInProgress) break;
     claimed = claimForCaller(engine);
   }
   bool leftWork;

@@ -16,6 +16,7 @@ namespace hcoll::runtime {
 struct MemberSpec {
   DataType dtype = DataType::kFloat32;
   std::vector<int64_t> shape;
+  size_t bytes() const { return static_cast<size_t>(numElements(shape)) * dataTypeSize(dtype); }
   bool operator==(const MemberSpec& o) const { return dtype == o.dtype && shape == o.shape; }
 };
 
