@@ -192,21 +192,45 @@ void makeCase(Context& ctx, const std::string& coll, size_t bytes, Case& c) {
   if (c.reset) c.reset();
 }
 
-// Average seconds per call of `body`, with the iteration count agreed on by all ranks.
-double timeLoop(const Options& o, const std::function<void()>& body) {
-  body();  // warm-up: connections, caches, pooled buffers
-  MPI_Barrier(MPI_COMM_WORLD);
-  double t0 = now();
-  body();
-  double one = maxAcrossRanks(now() - t0);
-  const double budget = o.quick ? 0.005 : 0.2;
+// Seconds per call of each body (hcoll's variants and MPI), measured interleaved: a few rounds,
+// each timing a block of calls of every body in turn (the order rotating by round), and the
+// median block per body. On a shared 2-core machine a burst of noise then lands on one block of
+// every body alike, or is voted out by the median, instead of inflating whichever body happened
+// to be timed while it lasted (timed back to back, the worst-size ratios swung by 0.3 between
+// runs). Block sizes and round counts are agreed on by all ranks.
+std::vector<double> timeInterleaved(const Options& o,
+                                    const std::vector<std::function<void()>>& bodies) {
+  double slowest = 0;
+  for (const auto& body : bodies) {
+    body();  // warm-up: connections, caches, pooled buffers
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double t0 = now();
+    body();
+    slowest = std::max(slowest, maxAcrossRanks(now() - t0));
+  }
+  const double budget = o.quick ? 0.005 : 0.2;  // per body, as when they were timed one by one
   const int maxIters = o.quick ? 3 : 200;
-  int iters = std::clamp(static_cast<int>(budget / std::max(one, 1e-7)), 2, maxIters);
-  MPI_Bcast(&iters, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  MPI_Barrier(MPI_COMM_WORLD);
-  t0 = now();
-  for (int i = 0; i < iters; ++i) body();
-  return maxAcrossRanks((now() - t0) / iters);
+  const int iters = std::clamp(static_cast<int>(budget / std::max(slowest, 1e-7)), 2, maxIters);
+  int counts[2] = {std::clamp(iters / 2, 1, o.quick ? 1 : 5), 0};  // rounds, calls per block
+  counts[1] = std::max(1, iters / counts[0]);
+  MPI_Bcast(counts, 2, MPI_INT, 0, MPI_COMM_WORLD);
+  const int rounds = counts[0], block = counts[1];
+  std::vector<std::vector<double>> blocks(bodies.size());
+  for (int round = 0; round < rounds; ++round) {
+    for (size_t k = 0; k < bodies.size(); ++k) {
+      const size_t b = (k + static_cast<size_t>(round)) % bodies.size();
+      MPI_Barrier(MPI_COMM_WORLD);
+      const double t0 = now();
+      for (int i = 0; i < block; ++i) bodies[b]();
+      blocks[b].push_back(maxAcrossRanks((now() - t0) / block));
+    }
+  }
+  std::vector<double> perCall;
+  for (auto& samples : blocks) {
+    std::sort(samples.begin(), samples.end());
+    perCall.push_back(samples[samples.size() / 2]);
+  }
+  return perCall;
 }
 
 // Worst ratio hcoll / MPI of one collective and output mode over a range of sizes.
@@ -278,9 +302,12 @@ void runSweep(Context& ctx) {
       }
       c.copyOut = false;
       ctx.wrong += ctx.rank == 0 ? wrong : 0;
-      std::vector<double> th;
-      for (Variant& v : c.variants) th.push_back(timeLoop(ctx.options, [&] { v.run(); }));
-      double tm = timeLoop(ctx.options, [&] { c.runMpi(); });
+      std::vector<std::function<void()>> bodies;
+      for (Variant& v : c.variants) bodies.push_back([&v] { v.run(); });
+      bodies.push_back([&c] { c.runMpi(); });
+      std::vector<double> th = timeInterleaved(ctx.options, bodies);
+      const double tm = th.back();
+      th.pop_back();
       const double algH = c.sizeBytes / th[0] / 1e9, algM = c.sizeBytes / tm / 1e9;
       std::string extra;
       for (size_t v = 1; v < th.size(); ++v) {

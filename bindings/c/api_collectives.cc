@@ -59,7 +59,7 @@ class Submission {
     if (out != nullptr) {
       CheckContext octx{function_, grouped ? "outs" : "out", grouped ? i : -1};
       TensorDesc output;
-      if (hcoll_status_t s = checkTensor(octx, out, &output, /*copyShape=*/false);
+      if (hcoll_status_t s = checkTensor(octx, out, &output, /*copyShape=*/false, in);
           s != HCOLL_SUCCESS)
         return s;
       const bool sameShape =
@@ -74,12 +74,12 @@ class Submission {
                         ctx.where() + " (" + dataTypeName(input.dtype) + " " + shapeOf(in) +
                         ") in dtype, shape or device");
       }
-      op_->outputs.push_back(output);
+      op_->outputs.push_back(std::move(output));
     }
     if (op_->inputs.empty()) op_->spec.device = input.device;
     op_->spec.members.push_back(
-        MemberSpec{input.dtype, std::vector<int64_t>(in->shape, in->shape + ndim)});
-    op_->inputs.push_back(input);
+        MemberSpec{input.dtype, Shape(in->shape, in->shape + ndim)});
+    op_->inputs.push_back(std::move(input));
     return HCOLL_SUCCESS;
   }
 
@@ -88,7 +88,7 @@ class Submission {
   // (spec.outputRows) and the coordinator fails a wrong one with MISMATCH on every rank.
   hcoll_status_t addCallerOutput(int i, bool grouped, const hcoll_tensor_t* out) {
     const TensorDesc& input = op_->inputs[static_cast<size_t>(i)];
-    const std::vector<int64_t>& inShape = op_->spec.members[static_cast<size_t>(i)].shape;
+    const Shape& inShape = op_->spec.members[static_cast<size_t>(i)].shape;
     CheckContext ctx{function_, grouped ? "ins" : "in", grouped ? i : -1};
     CheckContext octx{function_, grouped ? "outs" : "out", grouped ? i : -1};
     TensorDesc output;

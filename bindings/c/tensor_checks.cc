@@ -1,5 +1,6 @@
 #include "bindings/c/tensor_checks.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "bindings/c/errors.h"
@@ -16,10 +17,26 @@ hcoll_status_t invalid(const CheckContext& ctx, const std::string& what) {
   return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(ctx.function) + ": " + ctx.where() + ": " + what);
 }
 
+// Checked in place: the success path of a grouped call allocates no shape here.
+hcoll_status_t checkDims(const CheckContext& ctx, const int64_t* dims, size_t ndim, DataType dtype,
+                         int64_t* elements) {
+  for (size_t i = 0; i < ndim; ++i) {
+    if (dims[i] < 0) {
+      return invalid(ctx, "dimension " + std::to_string(i) + " is negative (" +
+                              std::to_string(dims[i]) + ")");
+    }
+  }
+  if (!elementCount(dims, ndim, elements) || !byteCountsFit(dims, ndim, dtype)) {
+    return invalid(ctx, "shape " + shapeString(Shape(dims, dims + ndim)) +
+                            " overflows the element count");
+  }
+  return HCOLL_SUCCESS;
+}
+
 }  // namespace
 
 hcoll_status_t checkTensor(const CheckContext& ctx, const hcoll_tensor_t* t, TensorDesc* out,
-                           bool copyShape) {
+                           bool copyShape, const hcoll_tensor_t* checkedLike) {
   if (t == nullptr) return invalid(ctx, "tensor pointer is NULL");
   const int dtype = rawEnum(t->dtype);
   if (dtype < 0 || dtype >= kNumDataTypes) {
@@ -30,19 +47,15 @@ hcoll_status_t checkTensor(const CheckContext& ctx, const hcoll_tensor_t* t, Ten
                             std::to_string(HCOLL_MAX_NDIM) + "]");
   }
   if (t->ndim > 0 && t->shape == nullptr) return invalid(ctx, "shape is NULL but ndim > 0");
-  // Checked in place: the success path of a grouped call allocates no shape here.
   const auto ndim = static_cast<size_t>(t->ndim);
-  for (size_t i = 0; i < ndim; ++i) {
-    if (t->shape[i] < 0) {
-      return invalid(ctx, "dimension " + std::to_string(i) + " is negative (" +
-                              std::to_string(t->shape[i]) + ")");
-    }
-  }
   int64_t elements = 0;
-  if (!elementCount(t->shape, ndim, &elements) ||
-      !byteCountsFit(t->shape, ndim, static_cast<DataType>(dtype))) {
-    return invalid(ctx, "shape " + shapeString(std::vector<int64_t>(t->shape, t->shape + ndim)) +
-                            " overflows the element count");
+  if (checkedLike != nullptr && rawEnum(checkedLike->dtype) == dtype &&
+      checkedLike->ndim == t->ndim && std::equal(t->shape, t->shape + ndim, checkedLike->shape)) {
+    elements = numElements(t->shape, ndim);  // the same dims and dtype passed checkDims already
+  } else if (hcoll_status_t s = checkDims(ctx, t->shape, ndim, static_cast<DataType>(dtype),
+                                          &elements);
+             s != HCOLL_SUCCESS) {
+    return s;
   }
   if (elements > 0 && t->data == nullptr) return invalid(ctx, "data is NULL for a non-empty tensor");
   if (t->device < HCOLL_DEVICE_HOST) {

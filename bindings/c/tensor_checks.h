@@ -25,9 +25,11 @@ struct CheckContext {
 
 // Validates `t` (NULL, dtype, ndim, shape, dims, element-count overflow, data, device) and
 // copies it into `out`; its shape only if `copyShape` (else out->shape is left as it is and the
-// caller reads the checked t->shape itself: no allocation).
+// caller reads the checked t->shape itself: no allocation). `checkedLike`, when given, is a
+// tensor already checked: if `t` has the same dims (an allreduce's output), they are not checked
+// a second time.
 hcoll_status_t checkTensor(const CheckContext& ctx, const hcoll_tensor_t* t, TensorDesc* out,
-                           bool copyShape = true);
+                           bool copyShape = true, const hcoll_tensor_t* checkedLike = nullptr);
 
 // The integer a C caller stored in an enum object. A C caller may store any int there, and in
 // C++ even loading an enum outside its range is undefined (UBSan's -fsanitize=enum), so enums

@@ -53,7 +53,7 @@ int64_t checkedProduct(const int64_t* begin, const int64_t* end) {
 
 }  // namespace
 
-bool elementCount(const std::vector<int64_t>& shape, int64_t* out) {
+bool elementCount(const Shape& shape, int64_t* out) {
   return elementCount(shape.data(), shape.size(), out);
 }
 
@@ -61,7 +61,7 @@ bool elementCount(const int64_t* dims, size_t ndim, int64_t* out) {
   return productOf(dims, dims + ndim, out);
 }
 
-bool byteCountsFit(const std::vector<int64_t>& shape, DataType t) {
+bool byteCountsFit(const Shape& shape, DataType t) {
   return byteCountsFit(shape.data(), shape.size(), t);
 }
 
@@ -80,7 +80,7 @@ int64_t invalidShapeCount() {
   return std::numeric_limits<int64_t>::max();
 }
 
-int64_t rowElements(const std::vector<int64_t>& shape) {
+int64_t rowElements(const Shape& shape) {
   return shape.size() <= 1 ? 1 : checkedProduct(shape.data() + 1, shape.data() + shape.size());
 }
 
@@ -92,7 +92,7 @@ std::string rankSequence(const std::vector<int>& ranks) {
 
 std::string rankList(const std::vector<int>& ranks) { return "[" + rankSequence(ranks) + "]"; }
 
-std::string shapeString(const std::vector<int64_t>& shape) {
+std::string shapeString(const Shape& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) {
     if (i) s += ", ";

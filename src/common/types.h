@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "common/shape.h"
+
 namespace hcoll {
 
 enum class DataType : uint8_t {
@@ -45,11 +47,11 @@ const char* reduceOpName(ReduceOp op);
 const char* opKindName(OpKind k);
 
 // Product of dims; false on a negative dim or overflow of int64.
-bool elementCount(const std::vector<int64_t>& shape, int64_t* out);
+bool elementCount(const Shape& shape, int64_t* out);
 bool elementCount(const int64_t* dims, size_t ndim, int64_t* out);
 // Whether the element count and the row (dims[1:]) count of `shape`, in bytes of `t`, fit int64:
 // what every shape entering the core (C API or wire) must satisfy.
-bool byteCountsFit(const std::vector<int64_t>& shape, DataType t);
+bool byteCountsFit(const Shape& shape, DataType t);
 bool byteCountsFit(const int64_t* dims, size_t ndim, DataType t);
 // What numElements returns for a shape that overflows (or has a negative dim): asserts, then
 // INT64_MAX.
@@ -57,15 +59,19 @@ int64_t invalidShapeCount();
 // Product of dims of a shape already checked at the C API or the wire decoder; an overflow is
 // a bug (asserted) and saturates at INT64_MAX rather than wrapping. Inline: the executor asks for
 // it several times per member of a fused batch.
-inline int64_t numElements(const std::vector<int64_t>& shape) {
+inline int64_t numElements(const int64_t* dims, size_t ndim) {
   int64_t n = 1;
-  for (const int64_t d : shape) {
-    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return invalidShapeCount();
+  for (size_t i = 0; i < ndim; ++i) {
+    if (dims[i] < 0 || __builtin_mul_overflow(n, dims[i], &n)) return invalidShapeCount();
   }
   return n;
 }
+inline int64_t numElements(const Shape& shape) { return numElements(shape.data(), shape.size()); }
+inline int64_t numElements(const std::vector<int64_t>& shape) {
+  return numElements(shape.data(), shape.size());
+}
 // Elements of one row (dims[1:]); 1 for a 0-d or 1-d shape.
-int64_t rowElements(const std::vector<int64_t>& shape);
+int64_t rowElements(const Shape& shape);
 // Rows of a reducescatter's dim 0 that rank r of `size` receives, and where they start.
 inline int64_t scatterRows(int64_t d0, int size, int r) {
   return d0 / size + (r < d0 % size ? 1 : 0);
@@ -73,7 +79,7 @@ inline int64_t scatterRows(int64_t d0, int size, int r) {
 inline int64_t scatterOffset(int64_t d0, int size, int r) {
   return static_cast<int64_t>(r) * (d0 / size) + (r < d0 % size ? r : d0 % size);
 }
-std::string shapeString(const std::vector<int64_t>& shape);
+std::string shapeString(const Shape& shape);
 // Ranks for messages: "0, 1, 3" and "[0, 1, 3]".
 std::string rankSequence(const std::vector<int>& ranks);
 std::string rankList(const std::vector<int>& ranks);
@@ -84,7 +90,7 @@ std::string rankList(const std::vector<int>& ranks);
 struct TensorDesc {
   void* data = nullptr;
   DataType dtype = DataType::kFloat32;
-  std::vector<int64_t> shape;
+  std::vector<int64_t> shape;  // filled only for *_into outputs (see above): kept small
   int32_t device = kHostDevice;
   void* stream = nullptr;
 

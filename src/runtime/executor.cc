@@ -113,7 +113,7 @@ void Executor::runFusible(const std::vector<const Response*>& run, PendingOps& p
       if (op && (kind == OpKind::kAllgather || kind == OpKind::kReducescatter)) {
         // Outputs are allocated in member order; the collective runs even if that failed,
         // into scratch memory, because the other ranks are already committed to it.
-        std::vector<int64_t> shape = item.spec().shape;
+        Shape shape = item.spec().shape;
         const size_t n = static_cast<size_t>(size_);
         if (kind == OpKind::kAllgather) {
           shape[0] = 0;

@@ -86,7 +86,7 @@ inline bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes)
 
 // Member m's caller-provided output (*_into) for a result of `shape`; refuses (never writes) an
 // output of another size.
-Status callerOutput(LocalOp& op, size_t m, const std::vector<int64_t>& shape, void** data);
+Status callerOutput(LocalOp& op, size_t m, const Shape& shape, void** data);
 
 }  // namespace executor_detail
 

@@ -26,7 +26,7 @@ std::shared_ptr<void> fallbackMemory(int32_t device, size_t bytes) {
 // Member m's caller-provided output (*_into) for a result of `shape`. The coordinator (or the
 // response cache's match) already refused outputs of another size; this re-check only guards the
 // caller's buffer against a bug: an output that does not fit is never written.
-Status callerOutput(LocalOp& op, size_t m, const std::vector<int64_t>& shape, void** data) {
+Status callerOutput(LocalOp& op, size_t m, const Shape& shape, void** data) {
   const TensorDesc& out = op.outputs[m];
   const bool fits =
       op.spec.kind == OpKind::kAlltoall ? out.shape[0] >= shape[0] : out.shape[0] == shape[0];
@@ -264,7 +264,7 @@ Status Executor::alltoall(const Response& r, LocalOp& op) {
     recvBytes[j] = static_cast<size_t>(received[j]) * rowBytes;
     rows += received[j];
   }
-  std::vector<int64_t> shape = local.shape;
+  Shape shape = local.shape;
   shape[0] = rows;
   Plane plane;
   HCOLL_RETURN_IF_ERROR(planeFor(op.inputs[0].device, &plane));

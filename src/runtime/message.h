@@ -15,7 +15,7 @@ namespace hcoll::runtime {
 // The shape of one member tensor of an operation (a plain operation has one member).
 struct MemberSpec {
   DataType dtype = DataType::kFloat32;
-  std::vector<int64_t> shape;
+  Shape shape;
   size_t bytes() const { return static_cast<size_t>(numElements(shape)) * dataTypeSize(dtype); }
   bool operator==(const MemberSpec& o) const { return dtype == o.dtype && shape == o.shape; }
 };

@@ -86,11 +86,11 @@ std::string Request::errorMessage() const {
   return message_;
 }
 
-Status Request::addOutput(DataType dtype, std::vector<int64_t> shape, int32_t device, void* stream,
+Status Request::addOutput(DataType dtype, const Shape& shape, int32_t device, void* stream,
                           void** data) {
   OutputTensor t;
   t.dtype = dtype;
-  t.shape = std::move(shape);
+  t.shape = shape.toVector();
   t.device = device;
   t.stream = stream;
   size_t bytes = static_cast<size_t>(numElements(t.shape)) * dataTypeSize(dtype);
@@ -107,11 +107,11 @@ Status Request::addOutput(DataType dtype, std::vector<int64_t> shape, int32_t de
   return Status::ok();
 }
 
-void Request::addCallerOutput(DataType dtype, std::vector<int64_t> shape, int32_t device,
+void Request::addCallerOutput(DataType dtype, const Shape& shape, int32_t device,
                               void* stream, void* data) {
   OutputTensor t;
   t.dtype = dtype;
-  t.shape = std::move(shape);
+  t.shape = shape.toVector();
   t.device = device;
   t.stream = stream;
   t.data = data;

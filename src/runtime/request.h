@@ -70,11 +70,11 @@ class Request {
 
   // Allocates an output of `shape` (fails with kNoMemory) and gives its data pointer. Only the
   // communicator's thread calls this, before complete().
-  Status addOutput(DataType dtype, std::vector<int64_t> shape, int32_t device, void* stream,
+  Status addOutput(DataType dtype, const Shape& shape, int32_t device, void* stream,
                    void** data);
   // Records the caller's output of a *_into operation (its memory, viewed with the result's
   // shape) so that hcoll_request_output can describe it. Only the communicator's thread calls it.
-  void addCallerOutput(DataType dtype, std::vector<int64_t> shape, int32_t device, void* stream,
+  void addCallerOutput(DataType dtype, const Shape& shape, int32_t device, void* stream,
                        void* data);
   void setReceivedSplits(std::vector<std::vector<int64_t>> splits);
   void setNewChannel(std::unique_ptr<backends::Channel> channel);

@@ -32,6 +32,10 @@ class Writer {
     put<uint32_t>(static_cast<uint32_t>(v.size()));
     for (const T& x : v) put<T>(x);
   }
+  void putShape(const Shape& shape) {
+    put<uint32_t>(static_cast<uint32_t>(shape.size()));
+    for (const int64_t d : shape) put<int64_t>(d);
+  }
   std::vector<uint8_t> take() { return std::move(buf_); }
 
  private:
@@ -62,6 +66,17 @@ class Reader {
     if (!get(&n) || n > kMaxListLength || (size_ - pos_) / sizeof(T) < n) return fail();
     v->resize(n);
     for (uint32_t i = 0; i < n; ++i) get(&(*v)[i]);
+    return true;
+  }
+  bool getShape(Shape* shape) {
+    uint32_t n;
+    if (!get(&n) || n > kMaxListLength || (size_ - pos_) / sizeof(int64_t) < n) return fail();
+    shape->clear();
+    for (uint32_t i = 0; i < n; ++i) {
+      int64_t d = 0;
+      get(&d);  // cannot fail: the size was checked above
+      shape->push_back(d);
+    }
     return true;
   }
   // A count of items that are each at least `minItemBytes` long: bounds the allocation.
@@ -102,7 +117,7 @@ void putSpec(Writer& w, const OpSpec& s) {
   w.put<uint32_t>(static_cast<uint32_t>(s.members.size()));
   for (const MemberSpec& m : s.members) {
     w.put<uint8_t>(static_cast<uint8_t>(m.dtype));
-    w.putVector(m.shape);
+    w.putShape(m.shape);
   }
   w.putVector(s.splits);
   w.putVector(s.ranks);
@@ -113,7 +128,8 @@ void putSpec(Writer& w, const OpSpec& s) {
   w.put<int64_t>(s.ageMicros);
 }
 
-bool allNonNegative(const std::vector<int64_t>& v) {
+template <class Dims>
+bool allNonNegative(const Dims& v) {
   return std::all_of(v.begin(), v.end(), [](int64_t x) { return x >= 0; });
 }
 
@@ -137,7 +153,7 @@ const char* getSpec(Reader& r, OpSpec* s) {
   s->members.resize(members);
   for (MemberSpec& m : s->members) {
     if (!getEnum(r, &m.dtype, kNumDataTypes)) return "bad dtype";
-    if (!r.getVector(&m.shape)) return "truncated shape";
+    if (!r.getShape(&m.shape)) return "truncated shape";
     if (m.shape.size() > static_cast<size_t>(kMaxNdim)) return "too many dimensions";
     if (!allNonNegative(m.shape)) return "negative dimension";
     if (!byteCountsFit(m.shape, m.dtype)) return "shape overflows the element count";
