@@ -1,0 +1,85 @@
+// Shape: dims inline up to kInline, on the heap beyond, with the vector semantics the core uses.
+#include <catch2/catch.hpp>
+
+#include <utility>
+#include <vector>
+
+#include "common/shape.h"
+#include "common/types.h"
+
+using hcoll::Shape;
+
+namespace {
+
+std::vector<int64_t> dims(size_t n) {
+  std::vector<int64_t> v;
+  for (size_t i = 0; i < n; ++i) v.push_back(static_cast<int64_t>(i + 2));
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("a shape keeps its dims inline and on the heap alike", "[shape]") {
+  for (size_t n : {size_t{0}, size_t{1}, Shape::kInline, Shape::kInline + 1, size_t{32}}) {
+    const std::vector<int64_t> want = dims(n);
+    const Shape s(want);
+    CAPTURE(n);
+    REQUIRE(s.size() == n);
+    REQUIRE(s.empty() == (n == 0));
+    REQUIRE(std::vector<int64_t>(s.begin(), s.end()) == want);
+    REQUIRE(s.toVector() == want);
+    if (n > 0) {
+      REQUIRE(s.front() == want.front());
+      REQUIRE(s.back() == want.back());
+      REQUIRE(s[n - 1] == want[n - 1]);
+    }
+    REQUIRE(hcoll::numElements(s) == hcoll::numElements(want));
+  }
+}
+
+TEST_CASE("copies and moves of a shape are independent and complete", "[shape]") {
+  for (size_t n : {size_t{3}, Shape::kInline + 2}) {
+    CAPTURE(n);
+    Shape a(dims(n));
+    Shape copy = a;
+    copy[0] = 99;
+    REQUIRE(a[0] == 2);  // the copy owns its dims, inline or not
+    REQUIRE(copy != a);
+    Shape moved = std::move(copy);
+    REQUIRE(moved.size() == n);
+    REQUIRE(moved[0] == 99);
+    REQUIRE(moved[n - 1] == static_cast<int64_t>(n + 1));
+    Shape assigned;
+    assigned = moved;
+    REQUIRE(assigned == moved);
+    Shape moveAssigned{7};
+    moveAssigned = std::move(assigned);
+    REQUIRE(moveAssigned == moved);
+    const Shape& self = a;
+    a = self;  // self-assignment keeps the dims
+    REQUIRE(a == Shape(dims(n)));
+  }
+}
+
+TEST_CASE("push_back crosses from inline to heap storage", "[shape]") {
+  Shape s;
+  std::vector<int64_t> want;
+  for (int64_t d = 1; d <= 10; ++d) {
+    s.push_back(d);
+    want.push_back(d);
+    REQUIRE(s.toVector() == want);
+  }
+  s.clear();
+  REQUIRE(s.empty());
+  s.push_back(4);
+  REQUIRE(s == Shape{4});
+}
+
+TEST_CASE("shapes compare by dims", "[shape]") {
+  REQUIRE(Shape{2, 3} == Shape(std::vector<int64_t>{2, 3}));
+  REQUIRE(Shape{2, 3} != Shape{3, 2});
+  REQUIRE(Shape{2} != Shape{2, 1});
+  REQUIRE(Shape{} == Shape());
+  REQUIRE(hcoll::rowElements(Shape{4, 5, 6}) == 30);
+  REQUIRE(hcoll::shapeString(Shape{4, 5}) == "[4, 5]");
+}
