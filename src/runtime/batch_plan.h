@@ -20,11 +20,12 @@ bool sameFusionKey(const OpSpec& a, const OpSpec& b);
 // threshold is a batch of its own; a threshold of 0 (fusion off) makes every member one.
 // bytesOf(i) and dtypeOf(i) describe member i (read in place: no copy of the run on the
 // execution path).
+// The batches go to `*out` (cleared first; its capacity is reused from call to call).
 template <typename BytesOf, typename DtypeOf>
-std::vector<std::pair<size_t, size_t>> planBatches(size_t count, BytesOf&& bytesOf,
-                                                   DtypeOf&& dtypeOf, bool reduces,
-                                                   size_t threshold) {
-  std::vector<std::pair<size_t, size_t>> batches;
+void planBatches(size_t count, BytesOf&& bytesOf, DtypeOf&& dtypeOf, bool reduces,
+                 size_t threshold, std::vector<std::pair<size_t, size_t>>* out) {
+  std::vector<std::pair<size_t, size_t>>& batches = *out;
+  batches.clear();
   size_t begin = 0;
   size_t bytes = 0;
   for (size_t i = 0; i < count; ++i) {
@@ -39,7 +40,6 @@ std::vector<std::pair<size_t, size_t>> planBatches(size_t count, BytesOf&& bytes
     bytes += member;
   }
   if (begin < count) batches.emplace_back(begin, count);
-  return batches;
 }
 
 }  // namespace hcoll::runtime

@@ -60,7 +60,8 @@ void Executor::execute(const std::vector<ResponsePtr>& responses, PendingOps& pe
       continue;
     }
     if (traitsOf(r.spec.kind).fusible) {
-      std::vector<const Response*> run{&r};
+      std::vector<const Response*>& run = reused_.run;
+      run.assign(1, &r);
       while (++i < responses.size() && responses[i]->error == Code::kSuccess &&
              sameFusionKey(responses[i]->spec, r.spec)) {
         run.push_back(responses[i].get());
@@ -97,10 +98,13 @@ void Executor::execute(const std::vector<ResponsePtr>& responses, PendingOps& pe
 
 void Executor::runFusible(const std::vector<const Response*>& run, PendingOps& pending) {
   const OpKind kind = run[0]->spec.kind;
-  std::vector<LocalOp*> ops;
-  std::vector<Item> items;
+  std::vector<LocalOp*>& ops = reused_.ops;
+  std::vector<Item>& items = reused_.items;
+  std::vector<Status>& statuses = reused_.statuses;
+  ops.clear();
+  items.clear();
+  statuses.assign(run.size(), Status::ok());
   std::vector<std::shared_ptr<void>> fallbackOutputs;
-  std::vector<Status> statuses(run.size());
   ops.reserve(run.size());
   size_t memberCount = 0;
   for (const Response* r : run) memberCount += r->spec.members.size();
@@ -109,7 +113,7 @@ void Executor::runFusible(const std::vector<const Response*>& run, PendingOps& p
     LocalOp* op = pending.find(run[k]->spec.name);
     ops.push_back(op);
     for (size_t m = 0; m < run[k]->spec.members.size(); ++m) {
-      Item item{run[k], m, op, nullptr};
+      Item item(run[k], m, op);
       if (op && (kind == OpKind::kAllgather || kind == OpKind::kReducescatter)) {
         // Outputs are allocated in member order; the collective runs even if that failed,
         // into scratch memory, because the other ranks are already committed to it.
@@ -157,9 +161,10 @@ void Executor::runFusible(const std::vector<const Response*>& run, PendingOps& p
     return bytes;
   };
   auto dtypeOf = [&](size_t i) { return items[i].dtype(); };
-  std::vector<Item> batch;
-  for (auto [begin, end] : planBatches(items.size(), bytesOf, dtypeOf, traitsOf(kind).reduces,
-                                       config_.fusionThresholdBytes)) {
+  std::vector<Item>& batch = reused_.batch;
+  planBatches(items.size(), bytesOf, dtypeOf, traitsOf(kind).reduces,
+              config_.fusionThresholdBytes, &reused_.batches);
+  for (auto [begin, end] : reused_.batches) {
     batch.assign(items.begin() + begin, items.begin() + end);
     const auto start = std::chrono::steady_clock::now();
     Status s = runBatch(kind, batch);

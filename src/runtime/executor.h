@@ -90,6 +90,16 @@ class Executor {
   // Device planes of this communicator by device ordinal, created at their first use and
   // destroyed with the executor (when the communicator's thread ends).
   std::map<int32_t, std::unique_ptr<backends::DeviceCollectives>> devices_;
+  // runFusible's working vectors, cleared per run and kept: every operation would otherwise
+  // allocate five of them (the executor runs one round at a time, on one thread at a time).
+  struct Reused {
+    std::vector<const Response*> run;
+    std::vector<LocalOp*> ops;
+    std::vector<Item> items;
+    std::vector<Item> batch;
+    std::vector<Status> statuses;
+    std::vector<std::pair<size_t, size_t>> batches;
+  } reused_;
 };
 
 }  // namespace hcoll::runtime

@@ -13,14 +13,21 @@
 namespace hcoll::runtime {
 
 struct Executor::Item {
-  const Response* response = nullptr;
-  size_t member = 0;
-  LocalOp* op = nullptr;   // null on a joined rank that contributes zeros
+  Item(const Response* r, size_t m, LocalOp* o)
+      : response(r),
+        member(m),
+        op(o),
+        elementCount(static_cast<size_t>(numElements(r->spec.members[m].shape))) {}
+  const Response* response;
+  size_t member;
+  LocalOp* op;             // null on a joined rank that contributes zeros
   void* output = nullptr;  // allgather / reducescatter: where this rank's result goes
+  // Computed once: the batch plan and the kernels ask for it several times per member.
+  size_t elementCount;
 
   const MemberSpec& spec() const { return response->spec.members[member]; }
   DataType dtype() const { return spec().dtype; }
-  size_t elements() const { return static_cast<size_t>(numElements(spec().shape)); }
+  size_t elements() const { return elementCount; }
   size_t rowBytes() const {
     return static_cast<size_t>(rowElements(spec().shape)) * dataTypeSize(dtype());
   }

@@ -270,7 +270,7 @@ Status Executor::alltoall(const Response& r, LocalOp& op) {
   HCOLL_RETURN_IF_ERROR(planeFor(op.inputs[0].device, &plane));
   Scratch deviceFallback;  // outlives endPlane's fence (see Plane::scratch)
   plane.scratch = &deviceFallback;
-  const std::vector<Item> items{Item{&r, 0, &op, nullptr}};
+  const std::vector<Item> items{Item(&r, 0, &op)};
   Status allocated;
   std::unique_ptr<uint8_t[]> fallback;
   Status s = runOnPlane(plane, items, [&]() -> Status {

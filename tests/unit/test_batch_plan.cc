@@ -12,9 +12,11 @@ namespace {
 
 Batches plan(const std::vector<size_t>& bytes, const std::vector<DataType>& dtypes, bool reduces,
              size_t threshold) {
-  return planBatches(
+  Batches out{{7, 7}};  // cleared by planBatches: a reused vector starts afresh
+  planBatches(
       bytes.size(), [&](size_t i) { return bytes[i]; }, [&](size_t i) { return dtypes[i]; },
-      reduces, threshold);
+      reduces, threshold, &out);
+  return out;
 }
 
 }  // namespace
