@@ -10,8 +10,16 @@ namespace {
 class HostMemory final : public MemoryProvider {
  public:
   void* allocate(const BufferKey&, size_t bytes) override {
-    // 64-byte alignment keeps every dtype aligned at any packed offset we use.
-    return std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    // Page-aligned, not just 64-byte aligned (which keeps every dtype aligned at any packed
+    // offset): packing copies a caller's tensor into the buffer, and a destination 1-63 bytes
+    // ahead of its source modulo 4 KiB (4K aliasing) copies ~1.5x slower on x86 (memcpy's rep
+    // movsb and vector loops alike). Large tensors from malloc start 16 bytes past a page, from
+    // posix_memalign(64) (torch, numpy) 64 bytes past one: a 64-aligned buffer (which glibc puts
+    // 64 bytes past a page) sat 48 bytes ahead of the first, a page-aligned one sits behind both.
+    // Measured packing 100 x 4 KiB of malloc'd tensors: 31 us into a +64 buffer, 20 us into a
+    // page-aligned one.
+    constexpr size_t kPage = 4096;
+    return std::aligned_alloc(kPage, (bytes + kPage - 1) / kPage * kPage);
   }
   void release(const BufferKey&, void* ptr) override { std::free(ptr); }
 };
