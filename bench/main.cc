@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   // RSS first: later parts touch 64 MiB buffers and would hide growth in ru_maxrss.
   if (ctx.options.wants("rss")) runRss(ctx);
   runSweep(ctx);
+  if (ctx.options.wants("floor")) runFloor(ctx);
   if (ctx.options.wants("a")) runScenarioA(ctx);
   if (ctx.options.wants("b")) runScenarioB(ctx);
   if (ctx.options.wants("c")) runScenarioC(ctx);

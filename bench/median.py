@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Medians over several `hcoll-bench --json` runs: the MET/MISS targets, the scenario ratios and
-the sweep's hcoll/MPI ratios per output mode (owned/caller), each with its min-max over the runs.
+the sweep's hcoll/MPI ratios per output mode (owned/caller), each with its min-max over the runs,
+and the protocol floor (raw MPI doing what hcoll's protocol does) where the runs have it.
 Usage: bench/median.py run1.json run2.json run3.json"""
 import json
 import statistics
@@ -42,6 +43,16 @@ def main(paths):
                     parts.append(f"{statistics.median(vals):.2f}")
             cells.append(f"{int(size)}:{'/'.join(parts)}")
         print(f"  {coll:13s} " + " ".join(cells))
+    if section(runs[0], "floor"):
+        print("# protocol floor (raw MPI): readiness AND + non-blocking collective / blocking, median")
+        for coll in ["allreduce", "allgather", "broadcast", "alltoall", "reducescatter"]:
+            sizes = [r["size"] for r in section(runs[0], "floor") if r["name"] == coll]
+            cells = []
+            for size in sizes:
+                vals = [r["ratio"] for run in runs for r in section(run, "floor")
+                        if r["name"] == coll and r["size"] == size]
+                cells.append(f"{int(size)}:{statistics.median(vals):.2f}")
+            print(f"  {coll:13s} " + " ".join(cells))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@
 namespace hbench {
 
 void runSweep(Context& ctx);
+void runFloor(Context& ctx);  // the readiness-round protocol in raw MPI: reference for the sweep
 void runScenarioA(Context& ctx);  // 100 x 4 KiB grouped allreduce
 void runScenarioB(Context& ctx);  // training-like step of 200 named tensors
 void runScenarioC(Context& ctx);  // SyncBatchNorm grouped allgather

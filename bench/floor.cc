@@ -1,0 +1,180 @@
+// The protocol floor: what hcoll's way of running one operation costs in raw MPI, with none of
+// hcoll's own code. Every hcoll operation first agrees that all ranks are ready (a readiness AND:
+// on a power-of-two communicator the MPI backend exchanges one word with rank ^ 1, ^ 2, ...; else
+// an MPI_Iallreduce of one word), then runs the non-blocking collective and polls it with
+// MPI_Test (a blocking call could never be given up on when a peer dies). This section times
+// exactly that against the blocking collective, interleaved like the sweep, so the sweep's ratios
+// can be read against what no implementation of this protocol can beat on this machine.
+// Reference only: no targets.
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+#include "scenarios.h"
+
+namespace hbench {
+namespace {
+
+enum class Coll { kAllreduce, kBroadcast, kAllgather, kAlltoall, kReducescatter };
+
+struct FloorComms {
+  MPI_Comm control = MPI_COMM_NULL;
+  MPI_Comm data = MPI_COMM_NULL;
+  FloorComms() {
+    MPI_Comm_dup(MPI_COMM_WORLD, &control);
+    MPI_Comm_dup(MPI_COMM_WORLD, &data);
+  }
+  ~FloorComms() {
+    MPI_Comm_free(&control);
+    MPI_Comm_free(&data);
+  }
+  FloorComms(const FloorComms&) = delete;
+  FloorComms& operator=(const FloorComms&) = delete;
+};
+
+void waitRequest(MPI_Request* r) {
+  int done = 0;
+  while (!done) MPI_Test(r, &done, MPI_STATUS_IGNORE);
+}
+
+// The readiness AND of one word, as the MPI backend runs it.
+void readiness(const Context& ctx, MPI_Comm control) {
+  uint64_t mine = ~0ull, theirs = 0;
+  if ((ctx.size & (ctx.size - 1)) != 0) {
+    MPI_Request r;
+    MPI_Iallreduce(MPI_IN_PLACE, &mine, 1, MPI_UINT64_T, MPI_BAND, control, &r);
+    waitRequest(&r);
+    return;
+  }
+  for (int mask = 1; mask < ctx.size; mask <<= 1) {
+    const int peer = ctx.rank ^ mask;
+    MPI_Request r[2];
+    MPI_Irecv(&theirs, 1, MPI_UINT64_T, peer, 8, control, &r[0]);
+    MPI_Isend(&mine, 1, MPI_UINT64_T, peer, 8, control, &r[1]);
+    int done = 0;
+    while (!done) MPI_Testall(2, r, &done, MPI_STATUSES_IGNORE);
+    mine &= theirs;
+  }
+}
+
+void blocking(Coll c, std::vector<char>& in, std::vector<char>& out, size_t bytes, int size) {
+  const int share = static_cast<int>(bytes / static_cast<size_t>(size));
+  switch (c) {
+    case Coll::kAllreduce:
+      MPI_Allreduce(in.data(), out.data(), static_cast<int>(bytes / 4), MPI_FLOAT, MPI_SUM,
+                    MPI_COMM_WORLD);
+      break;
+    case Coll::kBroadcast:
+      MPI_Bcast(in.data(), static_cast<int>(bytes), MPI_BYTE, 0, MPI_COMM_WORLD);
+      break;
+    case Coll::kAllgather:
+      MPI_Allgather(in.data(), share, MPI_BYTE, out.data(), share, MPI_BYTE, MPI_COMM_WORLD);
+      break;
+    case Coll::kAlltoall:
+      MPI_Alltoall(in.data(), share, MPI_BYTE, out.data(), share, MPI_BYTE, MPI_COMM_WORLD);
+      break;
+    case Coll::kReducescatter:
+      MPI_Reduce_scatter_block(in.data(), out.data(), share / 4, MPI_FLOAT, MPI_SUM,
+                               MPI_COMM_WORLD);
+      break;
+  }
+}
+
+void protocol(const Context& ctx, const FloorComms& comms, Coll c, std::vector<char>& in,
+              std::vector<char>& out, size_t bytes) {
+  readiness(ctx, comms.control);
+  const int share = static_cast<int>(bytes / static_cast<size_t>(ctx.size));
+  MPI_Request r;
+  switch (c) {
+    case Coll::kAllreduce:
+      MPI_Iallreduce(in.data(), out.data(), static_cast<int>(bytes / 4), MPI_FLOAT, MPI_SUM,
+                     comms.data, &r);
+      break;
+    case Coll::kBroadcast:
+      MPI_Ibcast(in.data(), static_cast<int>(bytes), MPI_BYTE, 0, comms.data, &r);
+      break;
+    case Coll::kAllgather:
+      MPI_Iallgather(in.data(), share, MPI_BYTE, out.data(), share, MPI_BYTE, comms.data, &r);
+      break;
+    case Coll::kAlltoall:
+      MPI_Ialltoall(in.data(), share, MPI_BYTE, out.data(), share, MPI_BYTE, comms.data, &r);
+      break;
+    case Coll::kReducescatter: {
+      // hcoll's MPI backend calls MPI_Ireduce_scatter (counts per rank), not the _block form.
+      std::vector<int> counts(static_cast<size_t>(ctx.size), share / 4);
+      MPI_Ireduce_scatter(in.data(), out.data(), counts.data(), MPI_FLOAT, MPI_SUM, comms.data,
+                          &r);
+      break;
+    }
+  }
+  waitRequest(&r);
+}
+
+}  // namespace
+
+void runFloor(Context& ctx) {
+  struct Named {
+    const char* name;
+    Coll coll;
+  };
+  const Named all[] = {{"allreduce", Coll::kAllreduce},
+                       {"allgather", Coll::kAllgather},
+                       {"broadcast", Coll::kBroadcast},
+                       {"alltoall", Coll::kAlltoall},
+                       {"reducescatter", Coll::kReducescatter}};
+  const std::vector<size_t> sizes = ctx.options.quick
+                                        ? std::vector<size_t>{32u << 10}
+                                        : std::vector<size_t>{32u << 10, 128u << 10, 512u << 10,
+                                                              2u << 20};
+  FloorComms comms;
+  std::vector<char> in(sizes.back()), out(sizes.back());
+  std::memset(in.data(), 0, in.size());
+  say(ctx,
+      "\n# protocol floor (raw MPI, no hcoll code): readiness AND + non-blocking collective "
+      "polled with MPI_Test, / the blocking collective; median of interleaved blocks\n");
+  std::string header = "#              ";
+  for (size_t b : sizes) header += "  " + std::to_string(b >> 10) + " KiB";
+  say(ctx, "%s\n", header.c_str());
+  const int rounds = ctx.options.quick ? 1 : 7;
+  for (const Named& c : all) {
+    std::string line = "  " + std::string(c.name);
+    line.resize(15, ' ');
+    for (size_t bytes : sizes) {
+      const int block = bytes <= (128u << 10) ? 100 : bytes <= (512u << 10) ? 40 : 10;
+      auto bodies = [&](int which) {
+        if (which == 0) {
+          blocking(c.coll, in, out, bytes, ctx.size);
+        } else {
+          protocol(ctx, comms, c.coll, in, out, bytes);
+        }
+      };
+      for (int which = 0; which < 2; ++which) bodies(which);  // warm-up
+      std::vector<double> samples[2];
+      for (int round = 0; round < rounds; ++round) {
+        for (int k = 0; k < 2; ++k) {
+          const int which = (k + round) % 2;
+          MPI_Barrier(MPI_COMM_WORLD);
+          const double t0 = now();
+          for (int i = 0; i < block; ++i) bodies(which);
+          samples[which].push_back(maxAcrossRanks((now() - t0) / block));
+        }
+      }
+      for (auto& s : samples) std::sort(s.begin(), s.end());
+      const double ratio =
+          samples[1][samples[1].size() / 2] / samples[0][samples[0].size() / 2];
+      char cell[32];
+      std::snprintf(cell, sizeof cell, "  %*.2f", static_cast<int>(std::to_string(bytes >> 10).size() + 4), ratio);
+      line += cell;
+      auto& rec = json().add("floor", c.name);
+      rec.numbers = {{"size", double(bytes)},
+                     {"blocking_us", samples[0][samples[0].size() / 2] * 1e6},
+                     {"protocol_us", samples[1][samples[1].size() / 2] * 1e6},
+                     {"ratio", ratio}};
+    }
+    say(ctx, "%s\n", line.c_str());
+  }
+}
+
+}  // namespace hbench
