@@ -1,7 +1,7 @@
 #pragma once
 // A tensor's dimensions, stored inline up to kInline dims (nearly every tensor), on the heap
-// beyond. Every member of every operation carries one (OpSpec, TensorDesc): as a std::vector it
-// was one allocation per member, which for a grouped call of 100 small tensors was a third of
+// beyond. Every member of every operation carries one (its MemberSpec): as a std::vector it was
+// one allocation per member, which for a grouped call of 100 small tensors was a third of
 // the runtime's own work (and glibc's tcache holds only 7 chunks of a size: the rest went through
 // its slow paths). The interface is the subset of std::vector the core uses.
 
