@@ -73,6 +73,15 @@ Json& json();
 // this rank's samples, maximized over ranks.
 double medianTime(int reps, const std::function<void()>& body, bool barrierEach = true);
 
+// Seconds per call of each body, measured interleaved: up to 5 rounds, each timing a block of
+// calls of every body in turn (order rotating by round), median block per body; about 0.2 s
+// per body in all (--quick: a few calls). On a shared 2-core machine a burst of noise then lands
+// on one block of every body alike, or is voted out by the median, instead of inflating
+// whichever body happened to be timed while it lasted. Block sizes and round counts are agreed
+// on by all ranks; each entry is the slowest rank's.
+std::vector<double> timeInterleaved(const Options& o,
+                                    const std::vector<std::function<void()>>& bodies);
+
 // A performance target, evaluated and printed in the final summary (never an exit status).
 void addTarget(const std::string& name, double measured, double limit, bool atMost,
                const std::string& detail);

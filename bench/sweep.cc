@@ -192,47 +192,6 @@ void makeCase(Context& ctx, const std::string& coll, size_t bytes, Case& c) {
   if (c.reset) c.reset();
 }
 
-// Seconds per call of each body (hcoll's variants and MPI), measured interleaved: a few rounds,
-// each timing a block of calls of every body in turn (the order rotating by round), and the
-// median block per body. On a shared 2-core machine a burst of noise then lands on one block of
-// every body alike, or is voted out by the median, instead of inflating whichever body happened
-// to be timed while it lasted (timed back to back, the worst-size ratios swung by 0.3 between
-// runs). Block sizes and round counts are agreed on by all ranks.
-std::vector<double> timeInterleaved(const Options& o,
-                                    const std::vector<std::function<void()>>& bodies) {
-  double slowest = 0;
-  for (const auto& body : bodies) {
-    body();  // warm-up: connections, caches, pooled buffers
-    MPI_Barrier(MPI_COMM_WORLD);
-    const double t0 = now();
-    body();
-    slowest = std::max(slowest, maxAcrossRanks(now() - t0));
-  }
-  const double budget = o.quick ? 0.005 : 0.2;  // per body, as when they were timed one by one
-  const int maxIters = o.quick ? 3 : 200;
-  const int iters = std::clamp(static_cast<int>(budget / std::max(slowest, 1e-7)), 2, maxIters);
-  int counts[2] = {std::clamp(iters / 2, 1, o.quick ? 1 : 5), 0};  // rounds, calls per block
-  counts[1] = std::max(1, iters / counts[0]);
-  MPI_Bcast(counts, 2, MPI_INT, 0, MPI_COMM_WORLD);
-  const int rounds = counts[0], block = counts[1];
-  std::vector<std::vector<double>> blocks(bodies.size());
-  for (int round = 0; round < rounds; ++round) {
-    for (size_t k = 0; k < bodies.size(); ++k) {
-      const size_t b = (k + static_cast<size_t>(round)) % bodies.size();
-      MPI_Barrier(MPI_COMM_WORLD);
-      const double t0 = now();
-      for (int i = 0; i < block; ++i) bodies[b]();
-      blocks[b].push_back(maxAcrossRanks((now() - t0) / block));
-    }
-  }
-  std::vector<double> perCall;
-  for (auto& samples : blocks) {
-    std::sort(samples.begin(), samples.end());
-    perCall.push_back(samples[samples.size() / 2]);
-  }
-  return perCall;
-}
-
 // Worst ratio hcoll / MPI of one collective and output mode over a range of sizes.
 struct Worst {
   double ratio = 0;
