@@ -31,6 +31,8 @@ struct OutputAllocator {
 struct OutputTensor {
   void* data = nullptr;
   DataType dtype = DataType::kFloat32;
+  // A vector, not a Shape: hcoll_request_output hands the caller a pointer to these dims, which
+  // must not move when outputs_ grows (a Shape keeps small shapes inside the object).
   std::vector<int64_t> shape;
   int32_t device = kHostDevice;
   void* stream = nullptr;

@@ -155,7 +155,7 @@ class AndExchangePending final : public Pending {
  public:
   AndExchangePending(MPI_Comm comm, int rank, int size, uint64_t* words, size_t count)
       : comm_(comm), rank_(rank), size_(size), words_(words), count_(count),
-        sent_(count), received_(count) {
+        buffer_(2 * count) {
     startRc_ = startExchange();
   }
   bool poll(Status* status) override {
@@ -170,7 +170,8 @@ class AndExchangePending final : public Pending {
         return true;
       }
       if (!done) return false;
-      for (size_t i = 0; i < count_; ++i) words_[i] &= received_[i];
+      const uint64_t* received = buffer_.data() + count_;
+      for (size_t i = 0; i < count_; ++i) words_[i] &= received[i];
       mask_ <<= 1;
       if (mask_ >= size_) {
         *status = Status::ok();
@@ -183,22 +184,23 @@ class AndExchangePending final : public Pending {
  private:
   int startExchange() {
     const int partner = rank_ ^ mask_;
-    std::copy(words_, words_ + count_, sent_.begin());
+    uint64_t* sent = buffer_.data();
+    std::copy(words_, words_ + count_, sent);
     const int n = static_cast<int>(count_);
-    if (int rc = MPI_Irecv(received_.data(), n, MPI_UINT64_T, partner, kReadinessTag, comm_,
+    if (int rc = MPI_Irecv(sent + count_, n, MPI_UINT64_T, partner, kReadinessTag, comm_,
                            &requests_[0]);
         rc != MPI_SUCCESS) {
       return rc;
     }
-    return MPI_Isend(sent_.data(), n, MPI_UINT64_T, partner, kReadinessTag, comm_,
-                     &requests_[1]);
+    return MPI_Isend(sent, n, MPI_UINT64_T, partner, kReadinessTag, comm_, &requests_[1]);
   }
 
   MPI_Comm comm_;
   int rank_, size_;
   uint64_t* words_;
   size_t count_;
-  std::vector<uint64_t> sent_, received_;
+  std::vector<uint64_t> buffer_;  // what this exchange sends, then what it receives: one
+                                  // allocation per round (every operation pays one round)
   MPI_Request requests_[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   int mask_ = 1;
   int startRc_ = MPI_SUCCESS;
