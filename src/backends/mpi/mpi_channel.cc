@@ -9,6 +9,7 @@
 #include <random>
 #include <thread>
 
+#include "backends/mpi/mpi_p2p.h"
 #include "backends/mpi/mpi_pending.h"
 #include "backends/mpi/mpi_types.h"
 #include "backends/mpi/mpi_widen.h"
@@ -561,6 +562,7 @@ PendingPtr MpiChannel::allgatherv(const void* send, size_t sendBytes, void* recv
 
 PendingPtr MpiChannel::broadcast(void* buf, size_t bytes, int root) {
   MPI_Comm c = data_.get();
+  if (size_ <= kMaxPointToPointRanks) return binomialBroadcast(c, rank_, size_, buf, bytes, root);
   auto startChunk = [=](void* p, size_t n) {
     return startRequest("MPI_Ibcast", [&](RequestsPending*, MPI_Request* r) {
       return MPI_Ibcast(p, static_cast<int>(n), MPI_BYTE, root, c, r);
@@ -578,6 +580,9 @@ PendingPtr MpiChannel::broadcast(void* buf, size_t bytes, int root) {
 
 PendingPtr MpiChannel::alltoallv(const void* send, const std::vector<size_t>& sendBytes,
                                  void* recv, const std::vector<size_t>& recvBytes) {
+  if (size_ <= kMaxPointToPointRanks) {
+    return pointToPointAlltoallv(data_.get(), rank_, size_, send, sendBytes, recv, recvBytes);
+  }
   auto p = std::make_unique<RequestsPending>();
   p->intArrays.resize(4);
   auto& a = p->intArrays;
@@ -606,10 +611,12 @@ PendingPtr MpiChannel::alltoallv(const void* send, const std::vector<size_t>& se
 }
 
 PendingPtr MpiChannel::alltoall(const void* send, void* recv, size_t bytesPerRank, size_t ranks) {
+  // Small communicators: point-to-point messages (mpi_p2p.h), even split or not. Larger ones:
   // MPICH's MPI_Ialltoall beats MPI_Ialltoallv on even splits (e.g. ~26 vs ~43 us at 512 KiB and
   // ~130 vs ~210 us at 2 MiB, 2 ranks). Beyond an int count, alltoallv's handling of large
   // counts applies (the same on every rank).
-  if (bytesPerRank > INT_MAX) return Channel::alltoall(send, recv, bytesPerRank, ranks);
+  if (size_ <= kMaxPointToPointRanks || bytesPerRank > INT_MAX)
+    return Channel::alltoall(send, recv, bytesPerRank, ranks);
   MPI_Comm c = data_.get();
   return startRequest("MPI_Ialltoall", [&](RequestsPending*, MPI_Request* r) {
     return MPI_Ialltoall(send, static_cast<int>(bytesPerRank), MPI_BYTE, recv,
