@@ -171,8 +171,35 @@ PendingPtr pointToPointAlltoallv(MPI_Comm comm, int rank, int size, const void* 
   return p;
 }
 
-PendingPtr binomialBroadcast(MPI_Comm comm, int rank, int size, void* buf, size_t bytes,
-                             int root) {
+PendingPtr pointToPointAllgatherv(MPI_Comm comm, int rank, int size, const void* send,
+                                  size_t sendBytes, void* recv,
+                                  const std::vector<size_t>& recvBytes) {
+  auto p = std::make_unique<MessagesPending>(comm);
+  auto* out = static_cast<char*>(recv);
+  std::vector<size_t> offset(static_cast<size_t>(size));
+  for (size_t j = 1; j < static_cast<size_t>(size); ++j)
+    offset[j] = offset[j - 1] + recvBytes[j - 1];
+  const auto me = static_cast<size_t>(rank);
+  char* mine = send != nullptr ? static_cast<char*>(const_cast<void*>(send)) : out + offset[me];
+  for (int step = 1; step < size; ++step) {
+    const int from = (rank - step + size) % size;
+    if (recvBytes[from] == 0) continue;  // the peer sends nothing either: negotiated sizes
+    if (int rc = p->post(true, out + offset[from], recvBytes[from], from); rc != MPI_SUCCESS) {
+      p->cancelReceives();
+      return finished(mpiError("MPI_Irecv", rc));
+    }
+  }
+  for (int step = 1; step < size && sendBytes != 0; ++step) {
+    if (int rc = p->post(false, mine, sendBytes, (rank + step) % size); rc != MPI_SUCCESS) {
+      p->cancelReceives();
+      return finished(mpiError("MPI_Isend", rc));
+    }
+  }
+  if (send != nullptr && sendBytes != 0) std::memcpy(out + offset[me], send, sendBytes);
+  return p;
+}
+
+PendingPtr binomialBroadcast(MPI_Comm comm, int rank, int size, void* buf, size_t bytes, int root) {
   auto p = std::make_unique<BinomialBroadcastPending>(comm, rank, size, buf, bytes, root);
   if (int rc = p->start(); rc != MPI_SUCCESS) {
     p->cancelReceives();
