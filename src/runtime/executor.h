@@ -14,10 +14,10 @@
 
 #include "backends/backend.h"
 #include "backends/device.h"
+#include "common/logging.h"
 #include "runtime/config.h"
 #include "runtime/liveness.h"
 #include "runtime/local_op.h"
-#include "common/logging.h"
 #include "runtime/message.h"
 #include "runtime/stats.h"
 #include "runtime/timeline.h"
@@ -49,8 +49,8 @@ class Executor {
   }
 
  private:
-  struct Item;   // one member tensor of one response
-  struct Plane;  // where a batch runs: host (the channel) or a device backend
+  struct Item;    // one member tensor of one response
+  struct Plane;   // where a batch runs: host (the channel) or a device backend
   class Scratch;  // a batch's temporary buffer
   void runFusible(const std::vector<const Response*>& run, PendingOps& pending);
   Status runBatch(OpKind kind, const std::vector<Item>& items);
@@ -90,8 +90,8 @@ class Executor {
   // Device planes of this communicator by device ordinal, created at their first use and
   // destroyed with the executor (when the communicator's thread ends).
   std::map<int32_t, std::unique_ptr<backends::DeviceCollectives>> devices_;
-  // runFusible's working vectors, cleared per run and kept: every operation would otherwise
-  // allocate five of them (the executor runs one round at a time, on one thread at a time).
+  // Working vectors of runFusible and alltoall, cleared per run and kept: every operation would
+  // otherwise allocate them (the executor runs one round at a time, on one thread at a time).
   struct Reused {
     std::vector<const Response*> run;
     std::vector<LocalOp*> ops;
@@ -99,6 +99,7 @@ class Executor {
     std::vector<Item> batch;
     std::vector<Status> statuses;
     std::vector<std::pair<size_t, size_t>> batches;
+    std::vector<size_t> sendBytes, recvBytes;  // alltoall's per-rank byte counts
   } reused_;
 };
 

@@ -255,7 +255,10 @@ Status Executor::alltoall(const Response& r, LocalOp& op) {
   const size_t me = static_cast<size_t>(rank_);
   const MemberSpec& local = op.spec.members[0];
   const size_t rowBytes = static_cast<size_t>(rowElements(local.shape)) * dataTypeSize(local.dtype);
-  std::vector<size_t> sendBytes(n), recvBytes(n);
+  std::vector<size_t>& sendBytes = reused_.sendBytes;
+  std::vector<size_t>& recvBytes = reused_.recvBytes;
+  sendBytes.assign(n, 0);
+  recvBytes.assign(n, 0);
   std::vector<int64_t> received(n);
   int64_t rows = 0;
   for (size_t j = 0; j < n; ++j) {

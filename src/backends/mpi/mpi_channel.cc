@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
-#include <limits>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -116,8 +116,8 @@ class BroadcastBytesPending final : public Pending {
     if (rank_ != 0) return;
     sends_.resize(static_cast<size_t>(size - 1), MPI_REQUEST_NULL);
     for (int r = 1; r < size && startRc_ == MPI_SUCCESS; ++r) {
-      startRc_ = MPI_Isend(buf_->data(), static_cast<int>(buf_->size()), MPI_BYTE, r,
-                           kBroadcastTag, comm_, &sends_[r - 1]);
+      startRc_ = MPI_Isend(buf_->data(), static_cast<int>(buf_->size()), MPI_BYTE, r, kBroadcastTag,
+                           comm_, &sends_[r - 1]);
     }
   }
   bool poll(Status* status) override {
@@ -127,8 +127,8 @@ class BroadcastBytesPending final : public Pending {
     }
     if (rank_ != 0) return tryReceive(comm_, 0, kBroadcastTag, buf_, status);
     int done = 0;
-    if (int rc = MPI_Testall(static_cast<int>(sends_.size()), sends_.data(), &done,
-                             MPI_STATUSES_IGNORE);
+    if (int rc =
+            MPI_Testall(static_cast<int>(sends_.size()), sends_.data(), &done, MPI_STATUSES_IGNORE);
         rc != MPI_SUCCESS) {
       *status = mpiError("MPI_Testall", rc);
       return true;
@@ -155,8 +155,7 @@ class BroadcastBytesPending final : public Pending {
 class AndExchangePending final : public Pending {
  public:
   AndExchangePending(MPI_Comm comm, int rank, int size, uint64_t* words, size_t count)
-      : comm_(comm), rank_(rank), size_(size), words_(words), count_(count),
-        buffer_(2 * count) {
+      : comm_(comm), rank_(rank), size_(size), words_(words), count_(count), buffer_(2 * count) {
     startRc_ = startExchange();
   }
   bool poll(Status* status) override {
@@ -188,8 +187,8 @@ class AndExchangePending final : public Pending {
     uint64_t* sent = buffer_.data();
     std::copy(words_, words_ + count_, sent);
     const int n = static_cast<int>(count_);
-    if (int rc = MPI_Irecv(sent + count_, n, MPI_UINT64_T, partner, kReadinessTag, comm_,
-                           &requests_[0]);
+    if (int rc =
+            MPI_Irecv(sent + count_, n, MPI_UINT64_T, partner, kReadinessTag, comm_, &requests_[0]);
         rc != MPI_SUCCESS) {
       return rc;
     }
@@ -255,8 +254,9 @@ constexpr bool kLargeCounts = false;
 #endif
 
 [[maybe_unused]] Status tooLarge(const char* what) {
-  return Status(Code::kUnsupported,
-                std::string(what) + ": more than 2 GiB per rank is not supported by the MPI backend");
+  return Status(
+      Code::kUnsupported,
+      std::string(what) + ": more than 2 GiB per rank is not supported by the MPI backend");
 }
 
 constexpr size_t kMaxChunkElements = INT_MAX / 8;
@@ -291,8 +291,8 @@ Status MpiChannel::make(CommHandle base, std::unique_ptr<Channel>* out) {
   MPI_Comm_rank(base.get(), &ch->rank_);
   MPI_Comm_size(base.get(), &ch->size_);
   MPI_Comm local;
-  if (int rc = MPI_Comm_split_type(base.get(), MPI_COMM_TYPE_SHARED, ch->rank_, MPI_INFO_NULL,
-                                   &local);
+  if (int rc =
+          MPI_Comm_split_type(base.get(), MPI_COMM_TYPE_SHARED, ch->rank_, MPI_INFO_NULL, &local);
       rc != MPI_SUCCESS) {
     return mpiError("MPI_Comm_split_type", rc);
   }
@@ -394,8 +394,7 @@ bool MpiChannel::pollNotice(Notice* out) {
     bool ours = n >= kNoticeHeader;
     if (ours) {
       std::memcpy(&id, noticeBuffer_.data(), 8);
-      ours = id == noticeId_ &&
-             noticeBuffer_[8] >= static_cast<uint8_t>(NoticeKind::kClosing) &&
+      ours = id == noticeId_ && noticeBuffer_[8] >= static_cast<uint8_t>(NoticeKind::kClosing) &&
              noticeBuffer_[8] <= static_cast<uint8_t>(NoticeKind::kGoneStuck);
     }
     if (ours) {
@@ -473,8 +472,8 @@ PendingPtr MpiChannel::allreduceBitsAnd(uint64_t* words, size_t count) {
     return std::make_unique<AndExchangePending>(c, rank_, size_, words, count);
   }
   return startRequest("MPI_Iallreduce", [&](RequestsPending*, MPI_Request* r) {
-    return MPI_Iallreduce(MPI_IN_PLACE, words, static_cast<int>(count), MPI_UINT64_T, MPI_BAND,
-                          c, r);
+    return MPI_Iallreduce(MPI_IN_PLACE, words, static_cast<int>(count), MPI_UINT64_T, MPI_BAND, c,
+                          r);
   });
 }
 
@@ -555,10 +554,9 @@ PendingPtr MpiChannel::allgatherv(const void* send, size_t sendBytes, void* recv
   }
   p->requests().push_back(MPI_REQUEST_NULL);
   // A null send means in place: this rank's block already sits at its offset in recv.
-  int rc = MPI_Iallgatherv(send == nullptr ? MPI_IN_PLACE : send,
-                           static_cast<int>(sendBytes), MPI_BYTE, recv,
-                           p->intArrays[0].data(), p->intArrays[1].data(), MPI_BYTE, data_.get(),
-                           &p->requests().back());
+  int rc = MPI_Iallgatherv(send == nullptr ? MPI_IN_PLACE : send, static_cast<int>(sendBytes),
+                           MPI_BYTE, recv, p->intArrays[0].data(), p->intArrays[1].data(), MPI_BYTE,
+                           data_.get(), &p->requests().back());
   if (rc != MPI_SUCCESS) return finished(mpiError("MPI_Iallgatherv", rc));
   return p;
 }
@@ -581,8 +579,8 @@ PendingPtr MpiChannel::broadcast(void* buf, size_t bytes, int root) {
   return std::make_unique<SequencePending>(std::move(steps));
 }
 
-PendingPtr MpiChannel::alltoallv(const void* send, const std::vector<size_t>& sendBytes,
-                                 void* recv, const std::vector<size_t>& recvBytes) {
+PendingPtr MpiChannel::alltoallv(const void* send, const std::vector<size_t>& sendBytes, void* recv,
+                                 const std::vector<size_t>& recvBytes) {
   if (size_ <= kMaxPointToPointRanks) {
     return pointToPointAlltoallv(data_.get(), rank_, size_, send, sendBytes, recv, recvBytes);
   }
@@ -607,8 +605,8 @@ PendingPtr MpiChannel::alltoallv(const void* send, const std::vector<size_t>& se
 #endif
   }
   p->requests().push_back(MPI_REQUEST_NULL);
-  int rc = MPI_Ialltoallv(send, a[0].data(), a[1].data(), MPI_BYTE, recv, a[2].data(),
-                          a[3].data(), MPI_BYTE, data_.get(), &p->requests().back());
+  int rc = MPI_Ialltoallv(send, a[0].data(), a[1].data(), MPI_BYTE, recv, a[2].data(), a[3].data(),
+                          MPI_BYTE, data_.get(), &p->requests().back());
   if (rc != MPI_SUCCESS) return finished(mpiError("MPI_Ialltoallv", rc));
   return p;
 }
@@ -618,8 +616,9 @@ PendingPtr MpiChannel::alltoall(const void* send, void* recv, size_t bytesPerRan
   // MPICH's MPI_Ialltoall beats MPI_Ialltoallv on even splits (e.g. ~26 vs ~43 us at 512 KiB and
   // ~130 vs ~210 us at 2 MiB, 2 ranks). Beyond an int count, alltoallv's handling of large
   // counts applies (the same on every rank).
-  if (size_ <= kMaxPointToPointRanks || bytesPerRank > INT_MAX)
-    return Channel::alltoall(send, recv, bytesPerRank, ranks);
+  if (size_ <= kMaxPointToPointRanks)
+    return pointToPointAlltoall(data_.get(), rank_, size_, send, recv, bytesPerRank);
+  if (bytesPerRank > INT_MAX) return Channel::alltoall(send, recv, bytesPerRank, ranks);
   MPI_Comm c = data_.get();
   return startRequest("MPI_Ialltoall", [&](RequestsPending*, MPI_Request* r) {
     return MPI_Ialltoall(send, static_cast<int>(bytesPerRank), MPI_BYTE, recv,

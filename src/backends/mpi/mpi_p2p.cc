@@ -1,8 +1,10 @@
 #include "backends/mpi/mpi_p2p.h"
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <cstring>
+#include <utility>
 
 #include "backends/mpi/mpi_types.h"
 
@@ -23,6 +25,9 @@ class MessagesPending : public Pending {
   // Requests still active at destruction belong to an operation given up on after the peers
   // were lost: they are left to MPI, as the collectives' are (RequestsPending).
   ~MessagesPending() override = default;
+
+  // Room for `n` messages: one allocation, not one per doubling as they are posted.
+  void reserve(size_t n) { requests_.reserve(n); }
 
   // Posts one transfer (in pieces of at most kMaxMessageBytes); the MPI return code.
   int post(bool receive, void* data, size_t bytes, int peer) {
@@ -138,53 +143,96 @@ class BinomialBroadcastPending final : public MessagesPending {
 
 }  // namespace
 
-PendingPtr pointToPointAlltoallv(MPI_Comm comm, int rank, int size, const void* send,
-                                 const std::vector<size_t>& sendBytes, void* recv,
-                                 const std::vector<size_t>& recvBytes) {
-  auto p = std::make_unique<MessagesPending>(comm);
-  std::vector<size_t> sendOffset(static_cast<size_t>(size)), recvOffset(static_cast<size_t>(size));
-  for (size_t j = 1; j < static_cast<size_t>(size); ++j) {
-    sendOffset[j] = sendOffset[j - 1] + sendBytes[j - 1];
-    recvOffset[j] = recvOffset[j - 1] + recvBytes[j - 1];
+namespace {
+
+// Where each rank's block starts (prefix sums of the byte counts), inline up to 8 ranks: these
+// schedules run once per operation on small communicators, where a heap allocation per table is
+// a measurable share of the per-operation cost.
+class BlockOffsets {
+ public:
+  explicit BlockOffsets(const std::vector<size_t>& bytes) {
+    if (bytes.size() > inline_.size()) heap_.resize(bytes.size());
+    size_t* at = heap_.empty() ? inline_.data() : heap_.data();
+    size_t sum = 0;
+    for (size_t j = 0; j < bytes.size(); ++j) {
+      at[j] = sum;
+      sum += bytes[j];
+    }
   }
+  size_t operator[](size_t j) const { return heap_.empty() ? inline_[j] : heap_[j]; }
+
+ private:
+  std::array<size_t, 8> inline_{};
+  std::vector<size_t> heap_;
+};
+
+// Rank r sends block j of `send` to rank j and receives rank j's block for it into block j of
+// `recv`; `block(buffer, j)` gives {offset, bytes} (buffer 0 = send, 1 = recv). Receives first;
+// peers in the order rank+1, rank+2, ...: not every rank sending to rank 0 first.
+template <typename Block>
+PendingPtr exchangeBlocks(MPI_Comm comm, int rank, int size, const void* send, void* recv,
+                          Block block) {
+  auto p = std::make_unique<MessagesPending>(comm);
+  p->reserve(2 * static_cast<size_t>(size - 1));
   auto* in = static_cast<char*>(const_cast<void*>(send));  // MPI_Isend's buffer is const
   auto* out = static_cast<char*>(recv);
-  // Peers in the order rank+1, rank+2, ...: not every rank sending to rank 0 first.
   for (int step = 1; step < size; ++step) {
     const int from = (rank - step + size) % size;
-    if (recvBytes[from] == 0) continue;  // the peer's count for us is the same, negotiated
-    if (int rc = p->post(true, out + recvOffset[from], recvBytes[from], from); rc != MPI_SUCCESS) {
+    const auto [offset, bytes] = block(1, from);
+    if (bytes == 0) continue;  // the peer's count for us is the same, negotiated
+    if (int rc = p->post(true, out + offset, bytes, from); rc != MPI_SUCCESS) {
       p->cancelReceives();
       return finished(mpiError("MPI_Irecv", rc));
     }
   }
   for (int step = 1; step < size; ++step) {
     const int to = (rank + step) % size;
-    if (sendBytes[to] == 0) continue;
-    if (int rc = p->post(false, in + sendOffset[to], sendBytes[to], to); rc != MPI_SUCCESS) {
+    const auto [offset, bytes] = block(0, to);
+    if (bytes == 0) continue;
+    if (int rc = p->post(false, in + offset, bytes, to); rc != MPI_SUCCESS) {
       p->cancelReceives();
       return finished(mpiError("MPI_Isend", rc));
     }
   }
-  const auto me = static_cast<size_t>(rank);
-  if (sendBytes[me] != 0) std::memcpy(out + recvOffset[me], in + sendOffset[me], sendBytes[me]);
+  const auto [sendOffset, bytes] = block(0, rank);
+  if (bytes != 0) std::memcpy(out + block(1, rank).first, in + sendOffset, bytes);
   return p;
+}
+
+}  // namespace
+
+PendingPtr pointToPointAlltoallv(MPI_Comm comm, int rank, int size, const void* send,
+                                 const std::vector<size_t>& sendBytes, void* recv,
+                                 const std::vector<size_t>& recvBytes) {
+  const BlockOffsets sendOffset(sendBytes), recvOffset(recvBytes);
+  return exchangeBlocks(comm, rank, size, send, recv, [&](int buffer, int j) {
+    const auto k = static_cast<size_t>(j);
+    return buffer == 0 ? std::pair(sendOffset[k], sendBytes[k])
+                       : std::pair(recvOffset[k], recvBytes[k]);
+  });
+}
+
+PendingPtr pointToPointAlltoall(MPI_Comm comm, int rank, int size, const void* send, void* recv,
+                                size_t bytesPerRank) {
+  return exchangeBlocks(comm, rank, size, send, recv, [&](int, int j) {
+    return std::pair(static_cast<size_t>(j) * bytesPerRank, bytesPerRank);
+  });
 }
 
 PendingPtr pointToPointAllgatherv(MPI_Comm comm, int rank, int size, const void* send,
                                   size_t sendBytes, void* recv,
                                   const std::vector<size_t>& recvBytes) {
   auto p = std::make_unique<MessagesPending>(comm);
+  p->reserve(2 * static_cast<size_t>(size - 1));
   auto* out = static_cast<char*>(recv);
-  std::vector<size_t> offset(static_cast<size_t>(size));
-  for (size_t j = 1; j < static_cast<size_t>(size); ++j)
-    offset[j] = offset[j - 1] + recvBytes[j - 1];
+  const BlockOffsets offset(recvBytes);
   const auto me = static_cast<size_t>(rank);
   char* mine = send != nullptr ? static_cast<char*>(const_cast<void*>(send)) : out + offset[me];
   for (int step = 1; step < size; ++step) {
     const int from = (rank - step + size) % size;
-    if (recvBytes[from] == 0) continue;  // the peer sends nothing either: negotiated sizes
-    if (int rc = p->post(true, out + offset[from], recvBytes[from], from); rc != MPI_SUCCESS) {
+    const auto j = static_cast<size_t>(from);
+    if (recvBytes[j] == 0) continue;  // the peer sends nothing either: negotiated sizes
+    if (int rc = p->post(true, out + offset[j], recvBytes[j], from); rc != MPI_SUCCESS) {
       p->cancelReceives();
       return finished(mpiError("MPI_Irecv", rc));
     }

@@ -30,6 +30,10 @@ PendingPtr pointToPointAlltoallv(MPI_Comm comm, int rank, int size, const void* 
                                  const std::vector<size_t>& sendBytes, void* recv,
                                  const std::vector<size_t>& recvBytes);
 
+// The even case: bytesPerRank bytes to and from every rank, block j at j * bytesPerRank.
+PendingPtr pointToPointAlltoall(MPI_Comm comm, int rank, int size, const void* send, void* recv,
+                                size_t bytesPerRank);
+
 // Every rank's sendBytes bytes (`send`, or its block already in place in `recv` when send is
 // null) land in every rank's `recv`, rank j's at the sum of recvBytes[0, j).
 PendingPtr pointToPointAllgatherv(MPI_Comm comm, int rank, int size, const void* send,
