@@ -303,7 +303,9 @@ Status Executor::alltoall(const Response& r, LocalOp& op) {
   });
   if (!failure_.isOk()) (void)fallback.release();  // a step given up on may still write it
   HCOLL_RETURN_IF_ERROR(s);
-  op.request->setReceivedSplits({std::move(received)});
+  std::vector<std::vector<int64_t>> splits;  // not {std::move(received)}: that copies it
+  splits.push_back(std::move(received));
+  op.request->setReceivedSplits(std::move(splits));
   return allocated;
 }
 
