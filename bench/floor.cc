@@ -2,11 +2,13 @@
 // hcoll's own code. Every hcoll operation first agrees that all ranks are ready (a readiness AND:
 // on a power-of-two communicator the MPI backend exchanges one word with rank ^ 1, ^ 2, ...; else
 // an MPI_Iallreduce of one word), then runs the non-blocking collective and polls it with
-// MPI_Test (a blocking call could never be given up on when a peer dies). This section times
+// MPI_Test (a blocking call could never be given up on when a peer dies); on communicators of up
+// to 7 ranks, broadcast, allgather and alltoall run as point-to-point messages instead (the
+// backend's mpi_p2p.h: a binomial tree, every message posted at once). This section times
 // exactly that against the blocking collective, interleaved like the sweep, so the sweep's ratios
 // can be read against what no implementation of this protocol can beat on this machine. The
-// readiness exchange is written out here in raw MPI on purpose (the backend's AndExchangePending
-// is internal to the library): keep the two alike.
+// readiness exchange and the point-to-point schedules are written out here in raw MPI on purpose
+// (the backend's are internal to the library): keep the two alike.
 // Reference only: no targets.
 #include <cstring>
 #include <string>
@@ -60,6 +62,58 @@ void readiness(const Context& ctx, MPI_Comm control) {
   }
 }
 
+// The backend's kMaxPointToPointRanks (mpi_p2p.h).
+constexpr int kMaxPointToPointRanks = 7;
+
+void waitAll(std::vector<MPI_Request>& requests) {
+  int done = 0;
+  while (!done) {
+    MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
+  }
+  requests.clear();
+}
+
+// Broadcast from rank 0 down a binomial tree: receive from the parent, then send to the children.
+void p2pBroadcast(const Context& ctx, MPI_Comm data, char* buf, int bytes) {
+  std::vector<MPI_Request> r;
+  int mask = 1;
+  while (mask < ctx.size) {
+    if ((ctx.rank & mask) != 0) {
+      r.emplace_back();
+      MPI_Irecv(buf, bytes, MPI_BYTE, ctx.rank - mask, 0, data, &r.back());
+      waitAll(r);
+      break;
+    }
+    mask <<= 1;
+  }
+  for (mask >>= 1; mask > 0; mask >>= 1) {
+    if (ctx.rank + mask >= ctx.size) continue;
+    r.emplace_back();
+    MPI_Isend(buf, bytes, MPI_BYTE, ctx.rank + mask, 0, data, &r.back());
+  }
+  waitAll(r);
+}
+
+// Allgather (everyone's block is `in`'s first share) or alltoall (block j of `in` goes to rank j):
+// every receive, then every send, posted at once; the own block is copied.
+void p2pExchange(const Context& ctx, MPI_Comm data, bool alltoall, const char* in, char* out,
+                 int share) {
+  std::vector<MPI_Request> r(2 * static_cast<size_t>(ctx.size - 1));
+  size_t k = 0;
+  for (int step = 1; step < ctx.size; ++step) {
+    const int from = (ctx.rank - step + ctx.size) % ctx.size;
+    MPI_Irecv(out + static_cast<size_t>(from) * share, share, MPI_BYTE, from, 0, data, &r[k++]);
+  }
+  for (int step = 1; step < ctx.size; ++step) {
+    const int to = (ctx.rank + step) % ctx.size;
+    const char* block = alltoall ? in + static_cast<size_t>(to) * share : in;
+    MPI_Isend(block, share, MPI_BYTE, to, 0, data, &r[k++]);
+  }
+  const char* own = alltoall ? in + static_cast<size_t>(ctx.rank) * share : in;
+  std::memcpy(out + static_cast<size_t>(ctx.rank) * share, own, static_cast<size_t>(share));
+  waitAll(r);
+}
+
 void blocking(Coll c, std::vector<char>& in, std::vector<char>& out, size_t bytes, int size) {
   const int share = static_cast<int>(bytes / static_cast<size_t>(size));
   switch (c) {
@@ -87,6 +141,19 @@ void protocol(const Context& ctx, const FloorComms& comms, Coll c, std::vector<c
               std::vector<char>& out, size_t bytes) {
   readiness(ctx, comms.control);
   const int share = static_cast<int>(bytes / static_cast<size_t>(ctx.size));
+  if (ctx.size <= kMaxPointToPointRanks) {
+    switch (c) {
+      case Coll::kBroadcast:
+        p2pBroadcast(ctx, comms.data, in.data(), static_cast<int>(bytes));
+        return;
+      case Coll::kAllgather:
+      case Coll::kAlltoall:
+        p2pExchange(ctx, comms.data, c == Coll::kAlltoall, in.data(), out.data(), share);
+        return;
+      default:
+        break;
+    }
+  }
   MPI_Request r;
   switch (c) {
     case Coll::kAllreduce:
@@ -105,8 +172,7 @@ void protocol(const Context& ctx, const FloorComms& comms, Coll c, std::vector<c
     case Coll::kReducescatter: {
       // hcoll's MPI backend calls MPI_Ireduce_scatter (counts per rank), not the _block form.
       std::vector<int> counts(static_cast<size_t>(ctx.size), share / 4);
-      MPI_Ireduce_scatter(in.data(), out.data(), counts.data(), MPI_FLOAT, MPI_SUM, comms.data,
-                          &r);
+      MPI_Ireduce_scatter(in.data(), out.data(), counts.data(), MPI_FLOAT, MPI_SUM, comms.data, &r);
       break;
     }
   }
@@ -125,16 +191,18 @@ void runFloor(Context& ctx) {
                        {"broadcast", Coll::kBroadcast},
                        {"alltoall", Coll::kAlltoall},
                        {"reducescatter", Coll::kReducescatter}};
-  const std::vector<size_t> sizes = ctx.options.quick
-                                        ? std::vector<size_t>{32u << 10}
-                                        : std::vector<size_t>{32u << 10, 128u << 10, 512u << 10,
-                                                              2u << 20};
+  const std::vector<size_t> sizes =
+      ctx.options.quick ? std::vector<size_t>{32u << 10}
+                        : std::vector<size_t>{32u << 10, 128u << 10, 512u << 10, 2u << 20};
   FloorComms comms;
   std::vector<char> in(sizes.back()), out(sizes.back());
   std::memset(in.data(), 0, in.size());
   say(ctx,
-      "\n# protocol floor (raw MPI, no hcoll code): readiness AND + non-blocking collective "
-      "polled with MPI_Test, / the blocking collective; median of interleaved blocks\n");
+      "\n# protocol floor (raw MPI, no hcoll code): readiness AND + the backend's schedule "
+      "(non-blocking collective polled with MPI_Test; broadcast, allgather, alltoall as "
+      "point-to-point messages up to %d ranks), / the blocking collective; median of "
+      "interleaved blocks\n",
+      kMaxPointToPointRanks);
   std::string header = "#              ";
   for (size_t b : sizes) header += "  " + std::to_string(b >> 10) + " KiB";
   say(ctx, "%s\n", header.c_str());
@@ -143,9 +211,9 @@ void runFloor(Context& ctx) {
     line.resize(15, ' ');
     for (size_t bytes : sizes) {
       // Timed like the sweep: interleaved blocks, median (bench_util.h).
-      const std::vector<double> perCall = timeInterleaved(
-          ctx.options, {[&] { blocking(c.coll, in, out, bytes, ctx.size); },
-                        [&] { protocol(ctx, comms, c.coll, in, out, bytes); }});
+      const std::vector<double> perCall =
+          timeInterleaved(ctx.options, {[&] { blocking(c.coll, in, out, bytes, ctx.size); },
+                                        [&] { protocol(ctx, comms, c.coll, in, out, bytes); }});
       const double ratio = perCall[1] / perCall[0];
       char cell[32];
       std::snprintf(cell, sizeof cell, "  %*.2f",
