@@ -97,7 +97,11 @@ std::vector<double> timeInterleaved(const Options& o,
                                     const std::vector<std::function<void()>>& bodies) {
   double slowest = 0;
   for (const auto& body : bodies) {
-    body();  // warm-up: connections, caches, pooled buffers
+    // Warm-up: connections, caches, pooled buffers. Twice: on the test VM a buffer's first
+    // touches cost ~100 ms per 16 MiB and the second call was still ~30 ms, while the largest
+    // sizes time as few as 2 calls (32 MiB reducescatter measured its warm-up, 1.0-4.4x).
+    body();
+    body();
     MPI_Barrier(MPI_COMM_WORLD);
     const double t0 = now();
     body();

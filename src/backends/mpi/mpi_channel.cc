@@ -640,6 +640,13 @@ PendingPtr MpiChannel::reduceScatter(const void* send, void* recv,
         reduceScatter(wide->data(), wide->data() + total, recvCounts, DataType::kFloat32, op);
     return narrowWhenDone(std::move(inner), std::move(wide), total, mine, dtype, recv, widePool_);
   }
+  // Small communicators: point-to-point messages and a local reduction (mpi_p2p.h), ~5-10 %
+  // faster than MPI_Reduce_scatter_block from 32 KiB to 2 MiB on 2 ranks (raw MPI, interleaved).
+  if (size_ <= kMaxPointToPointRanks) {
+    return pointToPointReduceScatter(data_.get(), rank_, size_, send, recv, recvCounts,
+                                     toMpiType(dtype), dataTypeSize(dtype), toMpiOp(op, dtype),
+                                     reduceScratch_);
+  }
   auto p = std::make_unique<RequestsPending>();
   p->intArrays.resize(2);
   if (!toIntCounts(recvCounts, &p->intArrays[0], &p->intArrays[1])) {

@@ -8,6 +8,7 @@
 #include <deque>
 #include <memory>
 
+#include "backends/mpi/mpi_p2p.h"
 #include "backends/mpi/mpi_widen.h"
 
 #include <memory>
@@ -100,6 +101,8 @@ class MpiChannel final : public Channel {
   std::vector<uint64_t> notedRound_;
   // Scratch float32 buffers of float16/bfloat16 sums (mpi_widen.h), reused across calls.
   std::shared_ptr<WidePool> widePool_ = std::make_shared<WidePool>();
+  // Where the point-to-point reduce-scatter receives (mpi_p2p.h), reused across calls.
+  std::shared_ptr<ScratchPool> reduceScratch_ = std::make_shared<ScratchPool>();
 };
 
 }  // namespace hcoll::backends::mpi
