@@ -3,12 +3,12 @@
 // on a power-of-two communicator the MPI backend exchanges one word with rank ^ 1, ^ 2, ...; else
 // an MPI_Iallreduce of one word), then runs the non-blocking collective and polls it with
 // MPI_Test (a blocking call could never be given up on when a peer dies); on communicators of up
-// to 7 ranks, broadcast, allgather and alltoall run as point-to-point messages instead (the
-// backend's mpi_p2p.h: a binomial tree, every message posted at once). This section times
-// exactly that against the blocking collective, interleaved like the sweep, so the sweep's ratios
-// can be read against what no implementation of this protocol can beat on this machine. The
-// readiness exchange and the point-to-point schedules are written out here in raw MPI on purpose
-// (the backend's are internal to the library): keep the two alike.
+// to 7 ranks, broadcast, allgather, alltoall and reducescatter run as point-to-point messages
+// instead (the backend's mpi_p2p.h: a binomial tree, every message posted at once, a local
+// reduction). This section times exactly that against the blocking collective, interleaved like
+// the sweep, so the sweep's ratios can be read against what no implementation of this protocol
+// can beat on this machine. The readiness exchange and the point-to-point schedules are written
+// out here in raw MPI on purpose (the backend's are internal to the library): keep the two alike.
 // Reference only: no targets.
 #include <cstring>
 #include <string>
@@ -114,6 +114,30 @@ void p2pExchange(const Context& ctx, MPI_Comm data, bool alltoall, const char* i
   waitAll(r);
 }
 
+// Reduce-scatter of float sums: rank - 1's contribution to this rank's block straight into
+// `out`, the others' into `scratch`, then MPI_Reduce_local.
+void p2pReduceScatter(const Context& ctx, MPI_Comm data, const char* in, char* out,
+                      std::vector<char>& scratch, int share) {
+  const int count = share / 4;
+  std::vector<MPI_Request> r(2 * static_cast<size_t>(ctx.size - 1));
+  size_t k = 0;
+  for (int step = 1; step < ctx.size; ++step) {
+    const int from = (ctx.rank - step + ctx.size) % ctx.size;
+    char* slot = step == 1 ? out : scratch.data() + static_cast<size_t>(step - 2) * share;
+    MPI_Irecv(slot, count, MPI_FLOAT, from, 0, data, &r[k++]);
+  }
+  for (int step = 1; step < ctx.size; ++step) {
+    const int to = (ctx.rank + step) % ctx.size;
+    MPI_Isend(in + static_cast<size_t>(to) * share, count, MPI_FLOAT, to, 0, data, &r[k++]);
+  }
+  waitAll(r);
+  MPI_Reduce_local(in + static_cast<size_t>(ctx.rank) * share, out, count, MPI_FLOAT, MPI_SUM);
+  for (int step = 2; step < ctx.size; ++step) {
+    MPI_Reduce_local(scratch.data() + static_cast<size_t>(step - 2) * share, out, count, MPI_FLOAT,
+                     MPI_SUM);
+  }
+}
+
 void blocking(Coll c, std::vector<char>& in, std::vector<char>& out, size_t bytes, int size) {
   const int share = static_cast<int>(bytes / static_cast<size_t>(size));
   switch (c) {
@@ -138,7 +162,7 @@ void blocking(Coll c, std::vector<char>& in, std::vector<char>& out, size_t byte
 }
 
 void protocol(const Context& ctx, const FloorComms& comms, Coll c, std::vector<char>& in,
-              std::vector<char>& out, size_t bytes) {
+              std::vector<char>& out, std::vector<char>& scratch, size_t bytes) {
   readiness(ctx, comms.control);
   const int share = static_cast<int>(bytes / static_cast<size_t>(ctx.size));
   if (ctx.size <= kMaxPointToPointRanks) {
@@ -150,7 +174,10 @@ void protocol(const Context& ctx, const FloorComms& comms, Coll c, std::vector<c
       case Coll::kAlltoall:
         p2pExchange(ctx, comms.data, c == Coll::kAlltoall, in.data(), out.data(), share);
         return;
-      default:
+      case Coll::kReducescatter:
+        p2pReduceScatter(ctx, comms.data, in.data(), out.data(), scratch, share);
+        return;
+      case Coll::kAllreduce:
         break;
     }
   }
@@ -195,12 +222,12 @@ void runFloor(Context& ctx) {
       ctx.options.quick ? std::vector<size_t>{32u << 10}
                         : std::vector<size_t>{32u << 10, 128u << 10, 512u << 10, 2u << 20};
   FloorComms comms;
-  std::vector<char> in(sizes.back()), out(sizes.back());
+  std::vector<char> in(sizes.back()), out(sizes.back()), scratch(sizes.back());
   std::memset(in.data(), 0, in.size());
   say(ctx,
       "\n# protocol floor (raw MPI, no hcoll code): readiness AND + the backend's schedule "
-      "(non-blocking collective polled with MPI_Test; broadcast, allgather, alltoall as "
-      "point-to-point messages up to %d ranks), / the blocking collective; median of "
+      "(non-blocking collective polled with MPI_Test; all but allreduce as point-to-point "
+      "messages up to %d ranks), / the blocking collective; median of "
       "interleaved blocks\n",
       kMaxPointToPointRanks);
   std::string header = "#              ";
@@ -211,9 +238,9 @@ void runFloor(Context& ctx) {
     line.resize(15, ' ');
     for (size_t bytes : sizes) {
       // Timed like the sweep: interleaved blocks, median (bench_util.h).
-      const std::vector<double> perCall =
-          timeInterleaved(ctx.options, {[&] { blocking(c.coll, in, out, bytes, ctx.size); },
-                                        [&] { protocol(ctx, comms, c.coll, in, out, bytes); }});
+      const std::vector<double> perCall = timeInterleaved(
+          ctx.options, {[&] { blocking(c.coll, in, out, bytes, ctx.size); },
+                        [&] { protocol(ctx, comms, c.coll, in, out, scratch, bytes); }});
       const double ratio = perCall[1] / perCall[0];
       char cell[32];
       std::snprintf(cell, sizeof cell, "  %*.2f",
