@@ -1,0 +1,114 @@
+#pragma once
+// The message machinery of the point-to-point schedules (mpi_p2p.h): internal to the MPI
+// backend, shared by mpi_p2p.cc (data movement) and mpi_p2p_reduce.cc (reductions).
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/mpi/mpi_types.h"
+
+namespace hcoll::backends::mpi::p2p {
+
+// The data communicator carries no other point-to-point traffic (negotiation has its own).
+constexpr int kDataTag = 0;
+// One message carries at most this much; longer transfers are cut the same way on both sides
+// (both know the byte count from the negotiation), and non-overtaking keeps the pieces in order.
+constexpr size_t kMaxMessageBytes = size_t{1} << 30;
+
+// The messages of one operation. Receives are posted first (requests_[0, receives_)), so the
+// sends of a fast peer find them waiting rather than going through MPI's unexpected queue.
+class MessagesPending : public Pending {
+ public:
+  explicit MessagesPending(MPI_Comm comm) : comm_(comm) {}
+  // Requests still active at destruction belong to an operation given up on after the peers
+  // were lost: they are left to MPI, as the collectives' are (RequestsPending).
+  ~MessagesPending() override = default;
+
+  // Room for `n` messages: one allocation, not one per doubling as they are posted.
+  void reserve(size_t n) { requests_.reserve(n); }
+
+  // Posts one transfer (in pieces of at most kMaxMessageBytes); the MPI return code.
+  int post(bool receive, void* data, size_t bytes, int peer) {
+    for (size_t offset = 0; offset < bytes;) {
+      const size_t n = std::min(kMaxMessageBytes, bytes - offset);
+      char* at = static_cast<char*>(data) + offset;
+      const int count = static_cast<int>(n);
+      requests_.push_back(MPI_REQUEST_NULL);
+      MPI_Request* r = &requests_.back();
+      const int rc = receive ? MPI_Irecv(at, count, MPI_BYTE, peer, kDataTag, comm_, r)
+                             : MPI_Isend(at, count, MPI_BYTE, peer, kDataTag, comm_, r);
+      if (rc != MPI_SUCCESS) {
+        requests_.pop_back();
+        return rc;
+      }
+      if (receive) ++receives_;
+      offset += n;
+    }
+    return MPI_SUCCESS;
+  }
+
+  bool poll(Status* status) override {
+    if (requests_.empty()) return advance(status);
+    int done = 0;
+    const int rc = MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done,
+                               MPI_STATUSES_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      cancelReceives();
+      *status = mpiError("MPI_Testall", rc);
+      return true;
+    }
+    if (!done) return false;
+    requests_.clear();
+    receives_ = 0;
+    return advance(status);
+  }
+
+  // A receive left posted would match a later operation's message: withdraw them.
+  void cancelReceives() {
+    for (size_t i = 0; i < receives_ && i < requests_.size(); ++i) {
+      if (requests_[i] == MPI_REQUEST_NULL) continue;
+      MPI_Cancel(&requests_[i]);
+      MPI_Request_free(&requests_[i]);
+    }
+  }
+
+ protected:
+  // Called once every posted message completed: posts the next stage and returns false, or
+  // returns true (finished, *status set).
+  virtual bool advance(Status* status) {
+    *status = Status::ok();
+    return true;
+  }
+
+  MPI_Comm comm_;
+  std::vector<MPI_Request> requests_;
+  size_t receives_ = 0;
+};
+
+// Where each rank's block starts (prefix sums of the byte counts), inline up to 8 ranks: these
+// schedules run once per operation on small communicators, where a heap allocation per table is
+// a measurable share of the per-operation cost.
+class BlockOffsets {
+ public:
+  explicit BlockOffsets(const std::vector<size_t>& bytes) {
+    if (bytes.size() > inline_.size()) heap_.resize(bytes.size());
+    size_t* at = heap_.empty() ? inline_.data() : heap_.data();
+    size_t sum = 0;
+    for (size_t j = 0; j < bytes.size(); ++j) {
+      at[j] = sum;
+      sum += bytes[j];
+    }
+  }
+  size_t operator[](size_t j) const { return heap_.empty() ? inline_[j] : heap_[j]; }
+
+ private:
+  std::array<size_t, 8> inline_{};
+  std::vector<size_t> heap_;
+};
+
+}  // namespace hcoll::backends::mpi::p2p
