@@ -1,6 +1,8 @@
 #include "backends/mpi/mpi_types.h"
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "common/half.h"
 
@@ -11,6 +13,40 @@ MPI_Datatype gFloat16 = MPI_DATATYPE_NULL;
 MPI_Datatype gBfloat16 = MPI_DATATYPE_NULL;
 MPI_Op gHalfOps[kNumReduceOps] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL,
                                   MPI_OP_NULL};
+
+MPI_Op gFloatMin = MPI_OP_NULL;
+MPI_Op gFloatMax = MPI_OP_NULL;
+
+// MIN and MAX whose result does not depend on operand order, so that every rank of a reduction
+// ends with the same bits whatever order MPI's algorithm combined them in (MPICH's MPI_MIN is
+// `a < b ? a : b`: with a NaN, ranks that combined in different orders disagreed). Any NaN gives
+// the canonical quiet NaN (NaN propagates, as torch.minimum/maximum), and -0 orders below +0.
+template <typename T>
+T orderFreeMin(T a, T b) {
+  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
+  if (a == b) return std::signbit(a) ? a : b;
+  return a < b ? a : b;
+}
+template <typename T>
+T orderFreeMax(T a, T b) {
+  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
+  if (a == b) return std::signbit(a) ? b : a;
+  return a > b ? a : b;
+}
+
+template <bool kMin>
+void floatMinMax(void* in, void* inout, int* len, MPI_Datatype* type) {
+  auto apply = [&](auto* a, auto* b) {
+    for (int i = 0; i < *len; ++i) {
+      b[i] = kMin ? orderFreeMin(a[i], b[i]) : orderFreeMax(a[i], b[i]);
+    }
+  };
+  if (*type == MPI_DOUBLE) {
+    apply(static_cast<const double*>(in), static_cast<double*>(inout));
+  } else {
+    apply(static_cast<const float*>(in), static_cast<float*>(inout));
+  }
+}
 
 template <class Combine>
 void reduceHalves(void* in, void* inout, int* len, MPI_Datatype* type, Combine combine) {
@@ -31,10 +67,10 @@ void halfSum(void* in, void* inout, int* len, MPI_Datatype* t) {
   reduceHalves(in, inout, len, t, [](float x, float y) { return x + y; });
 }
 void halfMin(void* in, void* inout, int* len, MPI_Datatype* t) {
-  reduceHalves(in, inout, len, t, [](float x, float y) { return x < y ? x : y; });
+  reduceHalves(in, inout, len, t, [](float x, float y) { return orderFreeMin(x, y); });
 }
 void halfMax(void* in, void* inout, int* len, MPI_Datatype* t) {
-  reduceHalves(in, inout, len, t, [](float x, float y) { return x > y ? x : y; });
+  reduceHalves(in, inout, len, t, [](float x, float y) { return orderFreeMax(x, y); });
 }
 void halfProduct(void* in, void* inout, int* len, MPI_Datatype* t) {
   reduceHalves(in, inout, len, t, [](float x, float y) { return x * y; });
@@ -63,6 +99,10 @@ Status createCustomTypes() {
       return mpiError("MPI_Op_create", rc);
     }
   }
+  if (int rc = MPI_Op_create(floatMinMax<true>, /*commute=*/1, &gFloatMin); rc != MPI_SUCCESS)
+    return mpiError("MPI_Op_create", rc);
+  if (int rc = MPI_Op_create(floatMinMax<false>, /*commute=*/1, &gFloatMax); rc != MPI_SUCCESS)
+    return mpiError("MPI_Op_create", rc);
   return Status::ok();
 }
 
@@ -75,6 +115,9 @@ void freeCustomTypes() {
   }
   for (MPI_Op& op : gHalfOps) {
     if (op != MPI_OP_NULL) MPI_Op_free(&op);
+  }
+  for (MPI_Op* op : {&gFloatMin, &gFloatMax}) {
+    if (*op != MPI_OP_NULL) MPI_Op_free(op);
   }
 }
 
@@ -100,10 +143,11 @@ MPI_Op toMpiOp(ReduceOp op, DataType t) {
   if (t == DataType::kBool) {
     return (op == ReduceOp::kSum || op == ReduceOp::kMax) ? MPI_LOR : MPI_LAND;
   }
+  const bool floating = t == DataType::kFloat32 || t == DataType::kFloat64;
   switch (op) {
     case ReduceOp::kSum: case ReduceOp::kAverage: return MPI_SUM;
-    case ReduceOp::kMin: return MPI_MIN;
-    case ReduceOp::kMax: return MPI_MAX;
+    case ReduceOp::kMin: return floating ? gFloatMin : MPI_MIN;
+    case ReduceOp::kMax: return floating ? gFloatMax : MPI_MAX;
     case ReduceOp::kProduct: return MPI_PROD;
   }
   return MPI_OP_NULL;

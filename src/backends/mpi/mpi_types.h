@@ -17,6 +17,8 @@ void freeCustomTypes();
 
 MPI_Datatype toMpiType(DataType t);
 // AVERAGE maps to SUM (the runtime applies 1/N); bool maps SUM/MAX to LOR, MIN/PRODUCT to LAND.
+// Floating-point MIN/MAX are user operators whose result does not depend on operand order (a NaN
+// wins, -0 < +0), so that every rank gets the same bits.
 MPI_Op toMpiOp(ReduceOp op, DataType t);
 
 // "MPI_Xxx failed: <MPI's error string>"
