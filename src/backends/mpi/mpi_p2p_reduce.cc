@@ -10,6 +10,9 @@ namespace {
 using p2p::BlockOffsets;
 using p2p::MessagesPending;
 
+// MPI_Reduce_local takes an int count: longer reductions run in pieces of this many elements.
+constexpr size_t kMaxReduceElements = INT_MAX / 16;
+
 // Reduces the received contributions once every message completed (see
 // pointToPointReduceScatter). The first peer's contribution (rank - 1's) is received straight
 // into `recv`, the others' into the scratch buffer: on 2 ranks there is none, and `recv` is first
@@ -70,7 +73,6 @@ class ReduceScatterPending final : public MessagesPending {
     return Status::ok();
   }
 
-  static constexpr size_t kMaxReduceElements = INT_MAX / 16;
   int rank_;
   int size_;
   const uint8_t* own_;
@@ -81,6 +83,168 @@ class ReduceScatterPending final : public MessagesPending {
   MPI_Op op_;
   std::shared_ptr<ScratchPool> pool_;
   ScratchPool::Buffer scratch_;
+  bool done_ = false;
+};
+
+// Allreduce as a reduce-scatter into the owner's block of `recv`, then an allgather of the
+// reduced blocks. Each block is reduced by exactly one rank (its owner) and copied to the others,
+// so every rank ends with bitwise the same result whatever the op does with operand order (MIN
+// and MAX of a NaN, say), as MPI advises and NCCL's ring guarantees.
+class AllreducePending final : public MessagesPending {
+ public:
+  struct Layout {
+    int rank = 0;
+    int size = 1;
+    size_t count = 0;  // elements in all
+    size_t elementSize = 0;
+    MPI_Datatype type = MPI_DATATYPE_NULL;
+    MPI_Op op = MPI_OP_NULL;
+    // Rank j owns elements [first(j), first(j) + owned(j)): count / size each, the first
+    // count % size ranks one more.
+    size_t owned(int j) const {
+      const auto n = static_cast<size_t>(size);
+      return count / n + (static_cast<size_t>(j) < count % n ? 1 : 0);
+    }
+    size_t first(int j) const {
+      const auto n = static_cast<size_t>(size), k = static_cast<size_t>(j);
+      return k * (count / n) + std::min(k, count % n);
+    }
+  };
+
+  AllreducePending(MPI_Comm comm, const Layout& layout, const uint8_t* send, uint8_t* recv,
+                   std::shared_ptr<ScratchPool> pool)
+      : MessagesPending(comm),
+        layout_(layout),
+        send_(send),
+        recv_(recv),
+        inPlace_(send == nullptr),
+        pool_(std::move(pool)) {
+    const size_t mine = layout_.owned(layout_.rank);
+    // Out of place, rank - 1's contribution lands straight in the own block of recv.
+    const size_t slots = static_cast<size_t>(layout_.size - (inPlace_ ? 1 : 2));
+    if (slots > 0 && mine > 0) scratch_ = pool_->take(slots * mine * layout_.elementSize);
+  }
+  ~AllreducePending() override {
+    // Abandoned (peers lost): MPI may still write into the scratch buffer.
+    if (!done_) (void)scratch_.bytes.release();
+  }
+
+  // Posts the reduce-scatter's messages; an MPI return code.
+  int start() {
+    reserve(2 * static_cast<size_t>(layout_.size - 1));
+    const int rank = layout_.rank, size = layout_.size;
+    const size_t mineBytes = layout_.owned(rank) * layout_.elementSize;
+    for (int step = 1; step < size && mineBytes != 0; ++step) {
+      if (int rc = post(true, slot(step), mineBytes, (rank - step + size) % size);
+          rc != MPI_SUCCESS)
+        return rc;
+    }
+    const uint8_t* source = inPlace_ ? recv_ : send_;
+    for (int step = 1; step < size; ++step) {
+      const int to = (rank + step) % size;
+      const size_t bytes = layout_.owned(to) * layout_.elementSize;
+      if (bytes == 0) continue;  // the same on every rank: count is negotiated
+      auto* block = const_cast<uint8_t*>(source + layout_.first(to) * layout_.elementSize);
+      if (int rc = post(false, block, bytes, to); rc != MPI_SUCCESS) return rc;
+    }
+    return MPI_SUCCESS;
+  }
+
+ private:
+  // Where the contribution of the peer `step` ranks below this one lands.
+  uint8_t* slot(int step) {
+    if (!inPlace_ && step == 1) return ownBlock();
+    const int index = step - (inPlace_ ? 1 : 2);
+    return scratch_.bytes.get() +
+           static_cast<size_t>(index) * layout_.owned(layout_.rank) * layout_.elementSize;
+  }
+  uint8_t* ownBlock() { return recv_ + layout_.first(layout_.rank) * layout_.elementSize; }
+
+  bool advance(Status* status) override {
+    if (!reduced_) {
+      reduced_ = true;
+      *status = reduceOwnBlock();
+      if (status->isOk()) {
+        if (int rc = postAllgather(); rc != MPI_SUCCESS) *status = mpiError("MPI_Isend", rc);
+      }
+      if (!status->isOk()) {
+        cancelReceives();
+        return finish();
+      }
+      if (!requests_.empty()) return false;
+    }
+    *status = Status::ok();
+    return finish();
+  }
+
+  bool finish() {
+    done_ = true;
+    pool_->give(std::move(scratch_));
+    return true;
+  }
+
+  Status reduceOwnBlock() {
+    const size_t n = layout_.owned(layout_.rank);
+    if (n == 0 || layout_.size == 1) {
+      if (!inPlace_ && n != 0) {
+        std::memcpy(ownBlock(), send_ + layout_.first(layout_.rank) * layout_.elementSize,
+                    n * layout_.elementSize);
+      }
+      return Status::ok();
+    }
+    // In place the own block holds this rank's contribution; out of place, rank - 1's (slot 1).
+    if (!inPlace_) {
+      HCOLL_RETURN_IF_ERROR(
+          reduceInto(send_ + layout_.first(layout_.rank) * layout_.elementSize, n));
+    }
+    for (int step = inPlace_ ? 1 : 2; step < layout_.size; ++step) {
+      HCOLL_RETURN_IF_ERROR(reduceInto(slot(step), n));
+    }
+    return Status::ok();
+  }
+
+  Status reduceInto(const uint8_t* from, size_t n) {
+    uint8_t* to = ownBlock();
+    for (size_t offset = 0; offset < n; offset += kMaxReduceElements) {
+      const size_t chunk = std::min(kMaxReduceElements, n - offset);
+      const size_t at = offset * layout_.elementSize;
+      if (int rc = MPI_Reduce_local(from + at, to + at, static_cast<int>(chunk), layout_.type,
+                                    layout_.op);
+          rc != MPI_SUCCESS) {
+        return mpiError("MPI_Reduce_local", rc);
+      }
+    }
+    return Status::ok();
+  }
+
+  // Every owner's reduced block to every other rank. Posted once the reduce-scatter completed:
+  // its sends read the blocks these receives overwrite (in place), and every message of that
+  // phase from a peer was matched before any of this phase is received (non-overtaking).
+  int postAllgather() {
+    const int rank = layout_.rank, size = layout_.size;
+    for (int step = 1; step < size; ++step) {
+      const int from = (rank - step + size) % size;
+      const size_t bytes = layout_.owned(from) * layout_.elementSize;
+      if (bytes == 0) continue;
+      if (int rc = post(true, recv_ + layout_.first(from) * layout_.elementSize, bytes, from);
+          rc != MPI_SUCCESS)
+        return rc;
+    }
+    const size_t mineBytes = layout_.owned(rank) * layout_.elementSize;
+    for (int step = 1; step < size && mineBytes != 0; ++step) {
+      if (int rc = post(false, ownBlock(), mineBytes, (rank + step) % size); rc != MPI_SUCCESS)
+        return rc;
+    }
+    return MPI_SUCCESS;
+  }
+
+  Layout layout_;
+  const uint8_t* send_;
+  uint8_t* recv_;
+  bool inPlace_;
+  std::shared_ptr<ScratchPool> pool_;
+  ScratchPool::Buffer scratch_;
+  bool reduced_ = false;
   bool done_ = false;
 };
 
@@ -134,6 +298,25 @@ PendingPtr pointToPointReduceScatter(MPI_Comm comm, int rank, int size, const vo
       p->cancelReceives();
       return finished(mpiError("MPI_Isend", rc));
     }
+  }
+  return p;
+}
+
+PendingPtr pointToPointAllreduce(MPI_Comm comm, int rank, int size, const void* send, void* recv,
+                                 size_t count, MPI_Datatype type, size_t elementSize, MPI_Op op,
+                                 std::shared_ptr<ScratchPool> pool) {
+  AllreducePending::Layout layout;
+  layout.rank = rank;
+  layout.size = size;
+  layout.count = count;
+  layout.elementSize = elementSize;
+  layout.type = type;
+  layout.op = op;
+  auto p = std::make_unique<AllreducePending>(comm, layout, static_cast<const uint8_t*>(send),
+                                              static_cast<uint8_t*>(recv), std::move(pool));
+  if (int rc = p->start(); rc != MPI_SUCCESS) {
+    p->cancelReceives();
+    return finished(mpiError("MPI_Isend/MPI_Irecv", rc));
   }
   return p;
 }
