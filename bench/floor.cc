@@ -3,13 +3,13 @@
 // on a power-of-two communicator the MPI backend exchanges one word with rank ^ 1, ^ 2, ...; else
 // an MPI_Iallreduce of one word), then runs the non-blocking collective and polls it with
 // MPI_Test (a blocking call could never be given up on when a peer dies); on communicators of up
-// to 7 ranks, broadcast, allgather, alltoall and reducescatter run as point-to-point messages
-// instead (the backend's mpi_p2p.h: a binomial tree, every message posted at once, a local
-// reduction). This section times exactly that against the blocking collective, interleaved like
-// the sweep, so the sweep's ratios can be read against what no implementation of this protocol
-// can beat on this machine. The readiness exchange and the point-to-point schedules are written
-// out here in raw MPI on purpose (the backend's are internal to the library): keep the two alike.
-// Reference only: no targets.
+// to 7 ranks, every collective runs as point-to-point messages instead (the backend's mpi_p2p.h:
+// a binomial tree, every message posted at once, local reductions; allreduce from 4 KiB). This
+// section times exactly that against the blocking collective, interleaved like the sweep, so the
+// sweep's ratios can be read against what no implementation of this protocol can beat on this
+// machine. The readiness exchange and the point-to-point schedules are written out here in raw MPI
+// on purpose (the backend's are internal to the library): keep the two alike. Reference only: no
+// targets.
 #include <cstring>
 #include <string>
 #include <vector>
@@ -138,6 +138,48 @@ void p2pReduceScatter(const Context& ctx, MPI_Comm data, const char* in, char* o
   }
 }
 
+// Allreduce of float sums as the backend runs it from 4 KiB: the reduce-scatter above into this
+// rank's block of `out` (rank j owns the j-th of near-equal blocks), then an allgather of the
+// reduced blocks.
+void p2pAllreduce(const Context& ctx, MPI_Comm data, const char* in, char* out,
+                  std::vector<char>& scratch, size_t bytes) {
+  const size_t n = static_cast<size_t>(ctx.size), count = bytes / 4;
+  auto owned = [&](int j) { return count / n + (static_cast<size_t>(j) < count % n ? 1 : 0); };
+  auto first = [&](int j) {
+    const auto k = static_cast<size_t>(j);
+    return 4 * (k * (count / n) + std::min(k, count % n));  // bytes
+  };
+  const int mine = static_cast<int>(owned(ctx.rank));
+  char* own = out + first(ctx.rank);
+  std::vector<MPI_Request> r(2 * (n - 1));
+  size_t k = 0;
+  for (int step = 1; step < ctx.size; ++step) {
+    const int from = (ctx.rank - step + ctx.size) % ctx.size;
+    char* slot = step == 1 ? own : scratch.data() + static_cast<size_t>(step - 2) * mine * 4;
+    MPI_Irecv(slot, mine, MPI_FLOAT, from, 0, data, &r[k++]);
+  }
+  for (int step = 1; step < ctx.size; ++step) {
+    const int to = (ctx.rank + step) % ctx.size;
+    MPI_Isend(in + first(to), static_cast<int>(owned(to)), MPI_FLOAT, to, 0, data, &r[k++]);
+  }
+  waitAll(r);
+  MPI_Reduce_local(in + first(ctx.rank), own, mine, MPI_FLOAT, MPI_SUM);
+  for (int step = 2; step < ctx.size; ++step) {
+    MPI_Reduce_local(scratch.data() + static_cast<size_t>(step - 2) * mine * 4, own, mine,
+                     MPI_FLOAT, MPI_SUM);
+  }
+  r.assign(2 * (n - 1), MPI_REQUEST_NULL);
+  k = 0;
+  for (int step = 1; step < ctx.size; ++step) {
+    const int from = (ctx.rank - step + ctx.size) % ctx.size;
+    MPI_Irecv(out + first(from), static_cast<int>(owned(from)), MPI_FLOAT, from, 0, data, &r[k++]);
+  }
+  for (int step = 1; step < ctx.size; ++step) {
+    MPI_Isend(own, mine, MPI_FLOAT, (ctx.rank + step) % ctx.size, 0, data, &r[k++]);
+  }
+  waitAll(r);
+}
+
 void blocking(Coll c, std::vector<char>& in, std::vector<char>& out, size_t bytes, int size) {
   const int share = static_cast<int>(bytes / static_cast<size_t>(size));
   switch (c) {
@@ -178,6 +220,10 @@ void protocol(const Context& ctx, const FloorComms& comms, Coll c, std::vector<c
         p2pReduceScatter(ctx, comms.data, in.data(), out.data(), scratch, share);
         return;
       case Coll::kAllreduce:
+        if (bytes >= 4096) {  // the backend's kMinPointToPointAllreduceBytes
+          p2pAllreduce(ctx, comms.data, in.data(), out.data(), scratch, bytes);
+          return;
+        }
         break;
     }
   }
@@ -226,8 +272,8 @@ void runFloor(Context& ctx) {
   std::memset(in.data(), 0, in.size());
   say(ctx,
       "\n# protocol floor (raw MPI, no hcoll code): readiness AND + the backend's schedule "
-      "(non-blocking collective polled with MPI_Test; all but allreduce as point-to-point "
-      "messages up to %d ranks), / the blocking collective; median of "
+      "(non-blocking collective polled with MPI_Test; point-to-point messages up to %d "
+      "ranks), / the blocking collective; median of "
       "interleaved blocks\n",
       kMaxPointToPointRanks);
   std::string header = "#              ";
