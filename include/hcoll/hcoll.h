@@ -312,7 +312,9 @@ HCOLL_API hcoll_status_t hcoll_comm_stats(hcoll_comm_t comm, hcoll_comm_stats_t*
  * Integers are scaled in double and truncated. float16/bfloat16 SUM/AVERAGE/PRODUCT of host
  * tensors accumulate in float32 and are rounded to 16 bits once, after the reduction (before
  * postscale); CUDA tensors (NCCL) are rounded to 16 bits at each reduction step. For bool,
- * SUM/MAX are OR and MIN/PRODUCT are AND; scaling or AVERAGE of bool is INVALID_ARGUMENT. */
+ * SUM/MAX are OR and MIN/PRODUCT are AND; scaling or AVERAGE of bool is INVALID_ARGUMENT.
+ * Every rank gets the same result: floating-point MIN/MAX of host tensors are NaN if any input
+ * is NaN and order -0 below +0, whatever order the ranks' values are combined in. */
 HCOLL_API hcoll_status_t hcoll_allreduce(hcoll_comm_t comm, const char* name,
                                          const hcoll_tensor_t* in, const hcoll_tensor_t* out,
                                          hcoll_reduce_op_t op, double prescale, double postscale,
