@@ -99,8 +99,8 @@ Status callerOutput(LocalOp& op, size_t m, const Shape& shape, void** data);
 
 // The begin/run/end frame of every batch on a plane: orders it after its callers' streams, runs
 // `body`, waits for the device (it may still read the batch's buffers, even after a failure),
-// aborts a device plane this rank may have fallen out of step on, and keeps a scratch buffer
-// that a step given up on may still write.
+// aborts a device plane this rank may have fallen out of step on, stops the communicator after a
+// host backend failure, and keeps a scratch buffer that a step given up on may still write.
 template <typename Body>
 Status Executor::runOnPlane(const Plane& plane, const std::vector<Item>& items, Body&& body) {
   Status s = beginPlane(plane, items);
@@ -109,6 +109,11 @@ Status Executor::runOnPlane(const Plane& plane, const std::vector<Item>& items, 
     return s;
   }
   s = body();
+  // The host backend failed in the middle of a data phase (an MPI call returned an error): this
+  // rank may have sent part of the operation's messages and not received the rest, and a later
+  // operation could match what is left. The communicator stops, as when a phase is given up on,
+  // and tells its peers. (A device plane is aborted below instead.)
+  if (plane.device == nullptr && s.code() == Code::kBackend && failure_.isOk()) failure_ = s;
   Status ended = endPlane(plane, items);
   executor_detail::abortPlaneAfterFailure(plane.device, s.isOk() ? ended : s);
   if (!failure_.isOk() && plane.scratch != nullptr) plane.scratch->abandon();

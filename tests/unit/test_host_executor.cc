@@ -1,0 +1,94 @@
+// The executor's host path after a backend failure in the middle of a data phase (an MPI call
+// that returned an error): the rank may have sent part of the operation's messages and not
+// received the rest, so the communicator must stop rather than let a later operation match what
+// is left. The same failure on a device plane aborts that plane (test_device_executor.cc).
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/executor.h"
+#include "stub_channel.h"
+
+namespace {
+
+using hcoll::Code;
+using hcoll::DataType;
+using hcoll::Status;
+
+// A two-rank channel whose every data-plane call fails as a failed MPI call would.
+class FailingChannel final : public htest::StubChannel {
+ public:
+  explicit FailingChannel(Status s) : StubChannel(0, 2, std::move(s)) {}
+};
+
+struct HostFixture {
+  explicit HostFixture(Status channelResult) : channel(std::move(channelResult)) {}
+  FailingChannel channel;
+  hcoll::runtime::Config config;
+  std::atomic<bool> abort{false};
+  std::atomic<bool> closeRequested{false};
+  hcoll::runtime::Liveness liveness{channel, 0.0};
+  hcoll::runtime::CommStats stats;
+  std::vector<std::pair<std::string, Status>> finishedOps;
+  float data[1024] = {};
+
+  // One host allreduce of 1024 float32 named `name`, through `executor`.
+  void run(hcoll::runtime::Executor& executor, const std::string& name) {
+    hcoll::runtime::PendingOps pending;
+    auto op = std::make_unique<hcoll::runtime::LocalOp>();
+    op->spec.name = name;
+    op->spec.members.push_back(hcoll::runtime::MemberSpec{DataType::kFloat32, {1024}});
+    hcoll::TensorDesc t;
+    t.data = data;
+    op->inputs.push_back(t);
+    op->outputs.push_back(t);
+    op->request = std::make_shared<hcoll::runtime::Request>(nullptr);
+    auto response = std::make_shared<hcoll::runtime::Response>();
+    response->spec = op->spec;
+    pending.add(std::move(op));
+    executor.execute({response}, pending);
+    CHECK(pending.empty());
+  }
+};
+
+}  // namespace
+
+TEST_CASE("Executor host path: a backend failure in a data phase stops the communicator",
+          "[executor]") {
+  HostFixture f(Status(Code::kBackend, "MPI_Testall failed: Other MPI error"));
+  hcoll::runtime::Executor executor(
+      f.channel, f.config, f.liveness, f.closeRequested, f.abort, f.stats,
+      [&](std::unique_ptr<hcoll::runtime::LocalOp> op, const Status& s) {
+        f.finishedOps.emplace_back(op->spec.name, s);
+      });
+  f.run(executor, "first");
+  REQUIRE(f.finishedOps.size() == 1);
+  CHECK(f.finishedOps[0].second.code() == Code::kBackend);
+  // The communicator's loop stops on this and tells the peers (communicator_loop.cc).
+  CHECK(executor.failure().code() == Code::kBackend);
+  // Nothing more runs on the data plane: a later operation fails with the same status.
+  f.run(executor, "second");
+  REQUIRE(f.finishedOps.size() == 2);
+  CHECK(f.finishedOps[1].second.code() == Code::kBackend);
+}
+
+TEST_CASE("Executor host path: an operation refused whole on every rank does not stop it",
+          "[executor]") {
+  // UNSUPPORTED from the backend is decided from negotiated sizes, alike on every rank, before
+  // any message: the operation fails, the communicator goes on.
+  HostFixture f(Status(Code::kUnsupported, "more than 2 GiB per rank"));
+  hcoll::runtime::Executor executor(
+      f.channel, f.config, f.liveness, f.closeRequested, f.abort, f.stats,
+      [&](std::unique_ptr<hcoll::runtime::LocalOp> op, const Status& s) {
+        f.finishedOps.emplace_back(op->spec.name, s);
+      });
+  f.run(executor, "refused");
+  REQUIRE(f.finishedOps.size() == 1);
+  CHECK(f.finishedOps[0].second.code() == Code::kUnsupported);
+  CHECK(executor.failure().isOk());
+}
