@@ -1,16 +1,18 @@
 #pragma once
-// Broadcast, allgather and alltoall as point-to-point messages on the data communicator, for small
-// communicators. MPICH's non-blocking collectives build a schedule per call (~1,000 cycles before
-// the first byte moves, and MPI_Ialltoallv is slower than MPI_Ialltoall on top): on 2 ranks,
-// Isend/Irecv took 6.1 against 6.8 us for the readiness exchange plus a 32 KiB MPI_Ibcast, 8.7
-// against 9.3 us for a 128 KiB alltoall, and 32 against 52 us for a 512 KiB allgather, whose
-// MPICH algorithm is slower than a plain exchange even when blocking (47 us) (raw MPI
-// microbenchmark, medians of 9 interleaved blocks). Broadcast runs down a binomial tree (MPICH's
-// choice below 8 ranks at every size); alltoall and allgather post every message at once
-// (MPICH's "scattered" alltoall). Messages of one operation are matched by MPI's non-overtaking
+// Every collective as point-to-point messages on the data communicator, for small communicators
+// (mpi_p2p.cc: broadcast, allgather, alltoall; mpi_p2p_reduce.cc: reduce-scatter, allreduce).
+// MPICH's non-blocking collectives build a schedule per call (~1,000 cycles before the first byte
+// moves, and MPI_Ialltoallv is slower than MPI_Ialltoall on top) and allocate their temporaries
+// per call: on 2 ranks, Isend/Irecv took 6.1 against 6.8 us for the readiness exchange plus a
+// 32 KiB MPI_Ibcast, 8.7 against 9.3 us for a 128 KiB alltoall, and 32 against 52 us for a
+// 512 KiB allgather, whose MPICH algorithm is slower than a plain exchange even when blocking
+// (47 us) (raw MPI microbenchmark, medians of 9 interleaved blocks). Broadcast runs down a
+// binomial tree (MPICH's choice below 8 ranks at every size); alltoall and allgather post every
+// message at once (MPICH's "scattered" alltoall); reductions send every block to its owner, which
+// reduces it with MPI_Reduce_local. Messages of one operation are matched by MPI's non-overtaking
 // order on (source, tag, communicator): every rank posts the operations in the negotiated order,
-// and a data phase given up on ends the communicator (the executor), so no later operation can
-// match an earlier one's message.
+// and a data phase given up on or failed ends the communicator (the executor), so no later
+// operation can match an earlier one's message.
 
 #include <mpi.h>
 
