@@ -91,8 +91,7 @@ class MessagesPending : public Pending {
 };
 
 // Where each rank's block starts (prefix sums of the byte counts), inline up to 8 ranks: these
-// schedules run once per operation on small communicators, where a heap allocation per table is
-// a measurable share of the per-operation cost.
+// schedules run on small communicators, and need no heap allocation per table and operation.
 class BlockOffsets {
  public:
   explicit BlockOffsets(const std::vector<size_t>& bytes) {
