@@ -3,10 +3,11 @@
 # (rank 0 gets an error, or the launcher aborts the job after rank 1's death), never a hang.
 # The timing, the hang check and the exit status are run_bounded.sh's; this adds what is
 # particular to the scenario.
-# Usage: run_sigkill.sh <mpiexec> <program> <bound seconds>
+# Usage: run_sigkill.sh <mpiexec> <program> <bound seconds> [program arguments...]
 set -u
 mpiexec=$1 program=$2 bound=$3
-out=$("$(dirname "$0")/run_bounded.sh" "$bound" any "$mpiexec" -n 2 "$program")
+shift 3
+out=$("$(dirname "$0")/run_bounded.sh" "$bound" any "$mpiexec" -n 2 "$program" "$@")
 rc=$?
 echo "$out"
 if [[ $rc != 0 ]]; then exit 1; fi

@@ -1,20 +1,27 @@
 // Rank 1 kills itself with SIGKILL mid-run while rank 0 waits in hcoll_wait(-1). The wrapper
 // (run_sigkill.sh) asserts that the job ends (an error on rank 0, or the launcher aborting the
-// job) within a bound instead of hanging.
+// job) within a bound instead of hanging. Default: rank 1 dies before submitting, so rank 0 waits
+// in negotiation. "data-phase": both submit a 64 MiB allreduce (the MPI backend's point-to-point
+// schedule, tens of ms here) and rank 1 dies 1 ms later, while the data moves.
+#include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "hcoll/hcoll.h"
 
-int main() {
+int main(int argc, char** argv) {
+  const bool dataPhase = argc > 1 && std::string(argv[1]) == "data-phase";
   if (hcoll_initialize(nullptr) != HCOLL_SUCCESS) return 2;
   hcoll_comm_t w;
   hcoll_comm_world(&w);
   int rank = 0;
   hcoll_comm_rank(w, &rank);
-  float data[64] = {};
-  int64_t shape[] = {64};
-  hcoll_tensor_t t{data, HCOLL_FLOAT32, 1, shape, HCOLL_DEVICE_HOST, nullptr};
+  std::vector<float> data(dataPhase ? size_t{16} << 20 : 64);
+  int64_t shape[] = {static_cast<int64_t>(data.size())};
+  hcoll_tensor_t t{data.data(), HCOLL_FLOAT32, 1, shape, HCOLL_DEVICE_HOST, nullptr};
   hcoll_request_t req;
   // One operation that works, so both ranks are fully up.
   hcoll_allreduce(w, "warmup", &t, &t, HCOLL_SUM, 1, 1, &req);
@@ -22,8 +29,12 @@ int main() {
   hcoll_request_free(req);
   std::printf("rank %d: warmed up\n", rank);
   std::fflush(stdout);
-  if (rank == 1) std::raise(SIGKILL);
+  if (rank == 1 && !dataPhase) std::raise(SIGKILL);
   hcoll_allreduce(w, "after-kill", &t, &t, HCOLL_SUM, 1, 1, &req);
+  if (rank == 1) {  // data-phase: dies while the operation runs, never reports
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::raise(SIGKILL);
+  }
   hcoll_status_t s = hcoll_wait(req, -1);
   std::printf("rank 0: wait returned %s: %s\n", hcoll_status_string(s), hcoll_request_error(req));
   std::fflush(stdout);
