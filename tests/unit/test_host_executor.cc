@@ -37,6 +37,15 @@ struct HostFixture {
   std::vector<std::pair<std::string, Status>> finishedOps;
   float data[1024] = {};
 
+  // An executor over `channel` that records how each operation finished in finishedOps.
+  hcoll::runtime::Executor executor() {
+    return hcoll::runtime::Executor(
+        channel, config, liveness, closeRequested, abort, stats,
+        [this](std::unique_ptr<hcoll::runtime::LocalOp> op, const Status& s) {
+          finishedOps.emplace_back(op->spec.name, s);
+        });
+  }
+
   // One host allreduce of 1024 float32 named `name`, through `executor`.
   void run(hcoll::runtime::Executor& executor, const std::string& name) {
     hcoll::runtime::PendingOps pending;
@@ -61,11 +70,7 @@ struct HostFixture {
 TEST_CASE("Executor host path: a backend failure in a data phase stops the communicator",
           "[executor]") {
   HostFixture f(Status(Code::kBackend, "MPI_Testall failed: Other MPI error"));
-  hcoll::runtime::Executor executor(
-      f.channel, f.config, f.liveness, f.closeRequested, f.abort, f.stats,
-      [&](std::unique_ptr<hcoll::runtime::LocalOp> op, const Status& s) {
-        f.finishedOps.emplace_back(op->spec.name, s);
-      });
+  hcoll::runtime::Executor executor = f.executor();
   f.run(executor, "first");
   REQUIRE(f.finishedOps.size() == 1);
   CHECK(f.finishedOps[0].second.code() == Code::kBackend);
@@ -82,11 +87,7 @@ TEST_CASE("Executor host path: an operation refused whole on every rank does not
   // UNSUPPORTED from the backend is decided from negotiated sizes, alike on every rank, before
   // any message: the operation fails, the communicator goes on.
   HostFixture f(Status(Code::kUnsupported, "more than 2 GiB per rank"));
-  hcoll::runtime::Executor executor(
-      f.channel, f.config, f.liveness, f.closeRequested, f.abort, f.stats,
-      [&](std::unique_ptr<hcoll::runtime::LocalOp> op, const Status& s) {
-        f.finishedOps.emplace_back(op->spec.name, s);
-      });
+  hcoll::runtime::Executor executor = f.executor();
   f.run(executor, "refused");
   REQUIRE(f.finishedOps.size() == 1);
   CHECK(f.finishedOps[0].second.code() == Code::kUnsupported);
