@@ -21,11 +21,11 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "common/logging.h"
 #include "runtime/config.h"
 #include "runtime/flight_recorder.h"
 #include "runtime/liveness.h"
 #include "runtime/local_op.h"
-#include "common/logging.h"
 #include "runtime/stats.h"
 #include "runtime/timeline.h"
 
@@ -112,9 +112,13 @@ class Communicator {
   bool closeBoundPassed(bool closing, LoopState& state);
   // One negotiation round and the execution of what it decided (a caller's: given up on at
   // `giveUpAt` while peers have not entered it, then kHandedOver).
+  // An exception from inside (an allocation that failed, say) stops the communicator and tells
+  // the peers: the round was left half done, and on the thread it would end the process.
   RoundOutcome runRound(Engine& engine, bool closing,
                         std::chrono::steady_clock::time_point giveUpAt =
-                            std::chrono::steady_clock::time_point::max());
+                            std::chrono::steady_clock::time_point::max()) noexcept;
+  RoundOutcome runRoundUnguarded(Engine& engine, bool closing,
+                                 std::chrono::steady_clock::time_point giveUpAt);
   // A waiting caller's turn at the loop (seat held): see Seat.
   void drive(const Request& request, std::chrono::steady_clock::time_point giveUpAt);
   // Moves drivable submissions into the engine for a driving caller; false if anything there or

@@ -2,7 +2,10 @@
 // the communicator closes or fails. Each step is one function below, in the order they run.
 #include <algorithm>
 #include <charconv>
+#include <exception>
 #include <limits>
+#include <new>
+#include <string>
 #include <thread>
 
 #ifdef __linux__
@@ -295,8 +298,29 @@ bool Communicator::closeBoundPassed(bool closing, LoopState& state) {
   return true;
 }
 
-Communicator::RoundOutcome Communicator::runRound(Engine& engine, bool closing,
-                                                 std::chrono::steady_clock::time_point giveUpAt) {
+Communicator::RoundOutcome Communicator::runRound(
+    Engine& engine, bool closing, std::chrono::steady_clock::time_point giveUpAt) noexcept {
+  Status failed;
+  try {
+    return runRoundUnguarded(engine, closing, giveUpAt);
+  } catch (const std::bad_alloc&) {
+    failed = Status(Code::kNoMemory, "out of memory in a negotiation round");
+  } catch (const std::exception& e) {
+    failed = internalError(std::string("unexpected exception in a negotiation round: ") +
+                           e.what());
+  } catch (...) {
+    failed = internalError("unexpected exception in a negotiation round");
+  }
+  LoopState& state = engine.state;
+  log_->error("communicator stops: {}", failed.message());
+  state.tellPeers = true;
+  state.endStatus = failed;
+  state.broken = !closing;
+  return RoundOutcome::kStop;
+}
+
+Communicator::RoundOutcome Communicator::runRoundUnguarded(
+    Engine& engine, bool closing, std::chrono::steady_clock::time_point giveUpAt) {
   Negotiator& negotiator = engine.negotiator;
   Executor& executor = engine.executor;
   PendingOps& pending = engine.pending;

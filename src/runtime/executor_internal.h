@@ -4,8 +4,10 @@
 // executor_kernels.cc (pack, call the backend, unpack, per kind).
 
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <new>
+#include <string>
 
 #include "fusion/fusion_allocator.h"
 #include "runtime/executor.h"
@@ -95,6 +97,25 @@ inline bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes)
 // output of another size.
 Status callerOutput(LocalOp& op, size_t m, const Shape& shape, void** data);
 
+// `body`'s status, or the exception it threw as one (NO_MEMORY for std::bad_alloc, INTERNAL
+// otherwise), with *threw set: a backend's scratch allocation can throw in the middle of a batch,
+// and unwinding past the executor would skip the batch's end (its buffers, its failure rule).
+template <typename Body>
+Status statusOrException(Body&& body, bool* threw) noexcept {
+  *threw = true;
+  try {
+    Status s = body();
+    *threw = false;
+    return s;
+  } catch (const std::bad_alloc&) {
+    return Status(Code::kNoMemory, "out of memory in the middle of a collective");
+  } catch (const std::exception& e) {
+    return internalError(std::string("unexpected exception in a collective: ") + e.what());
+  } catch (...) {
+    return internalError("unexpected exception in a collective");
+  }
+}
+
 }  // namespace executor_detail
 
 // The begin/run/end frame of every batch on a plane: orders it after its callers' streams, runs
@@ -108,12 +129,16 @@ Status Executor::runOnPlane(const Plane& plane, const std::vector<Item>& items, 
     executor_detail::abortPlaneAfterFailure(plane.device, s);
     return s;
   }
-  s = body();
-  // The host backend failed in the middle of a data phase (an MPI call returned an error): this
-  // rank may have sent part of the operation's messages and not received the rest, and a later
-  // operation could match what is left. The communicator stops, as when a phase is given up on,
-  // and tells its peers. (A device plane is aborted below instead.)
-  if (plane.device == nullptr && s.code() == Code::kBackend && failure_.isOk()) failure_ = s;
+  bool threw = false;
+  s = executor_detail::statusOrException(body, &threw);
+  // The host backend failed in the middle of a data phase (an MPI call returned an error, or an
+  // allocation threw): this rank may have sent part of the operation's messages and not received
+  // the rest, and a later operation could match what is left; or it sent nothing while its peers
+  // wait for it. The communicator stops, as when a phase is given up on, and tells its peers.
+  // (A device plane is aborted below instead.)
+  if (plane.device == nullptr && (s.code() == Code::kBackend || threw) && failure_.isOk()) {
+    failure_ = s;
+  }
   Status ended = endPlane(plane, items);
   executor_detail::abortPlaneAfterFailure(plane.device, s.isOk() ? ended : s);
   if (!failure_.isOk() && plane.scratch != nullptr) plane.scratch->abandon();

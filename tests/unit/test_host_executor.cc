@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <memory>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,9 +27,19 @@ class FailingChannel final : public htest::StubChannel {
   explicit FailingChannel(Status s) : StubChannel(0, 2, std::move(s)) {}
 };
 
+// ... whose allreduce throws instead, as a backend's scratch allocation can (std::bad_alloc).
+class ThrowingChannel final : public htest::StubChannel {
+ public:
+  explicit ThrowingChannel(Status s) : StubChannel(0, 2, std::move(s)) {}
+  PendingPtr allreduce(const void*, void*, size_t, DataType, hcoll::ReduceOp) override {
+    throw std::bad_alloc();
+  }
+};
+
+template <typename ChannelType>
 struct HostFixture {
   explicit HostFixture(Status channelResult) : channel(std::move(channelResult)) {}
-  FailingChannel channel;
+  ChannelType channel;
   hcoll::runtime::Config config;
   std::atomic<bool> abort{false};
   std::atomic<bool> closeRequested{false};
@@ -69,7 +80,7 @@ struct HostFixture {
 
 TEST_CASE("Executor host path: a backend failure in a data phase stops the communicator",
           "[executor]") {
-  HostFixture f(Status(Code::kBackend, "MPI_Testall failed: Other MPI error"));
+  HostFixture<FailingChannel> f(Status(Code::kBackend, "MPI_Testall failed: Other MPI error"));
   hcoll::runtime::Executor executor = f.executor();
   f.run(executor, "first");
   REQUIRE(f.finishedOps.size() == 1);
@@ -86,10 +97,29 @@ TEST_CASE("Executor host path: an operation refused whole on every rank does not
           "[executor]") {
   // UNSUPPORTED from the backend is decided from negotiated sizes, alike on every rank, before
   // any message: the operation fails, the communicator goes on.
-  HostFixture f(Status(Code::kUnsupported, "more than 2 GiB per rank"));
+  HostFixture<FailingChannel> f(Status(Code::kUnsupported, "more than 2 GiB per rank"));
   hcoll::runtime::Executor executor = f.executor();
   f.run(executor, "refused");
   REQUIRE(f.finishedOps.size() == 1);
   CHECK(f.finishedOps[0].second.code() == Code::kUnsupported);
   CHECK(executor.failure().isOk());
+}
+
+TEST_CASE(
+    "Executor host path: an exception from the backend stops the communicator, never "
+    "escapes",
+    "[executor]") {
+  // A scratch allocation that throws in the middle of a batch: the batch ends (its operation
+  // fails with NO_MEMORY), the exception goes no further, and the communicator stops as after a
+  // failed MPI call (this rank may have posted part of its messages, or none while its peers
+  // wait for them).
+  HostFixture<ThrowingChannel> f(Status::ok());
+  hcoll::runtime::Executor executor = f.executor();
+  REQUIRE_NOTHROW(f.run(executor, "throws"));
+  REQUIRE(f.finishedOps.size() == 1);
+  CHECK(f.finishedOps[0].second.code() == Code::kNoMemory);
+  CHECK(executor.failure().code() == Code::kNoMemory);
+  REQUIRE_NOTHROW(f.run(executor, "after"));
+  REQUIRE(f.finishedOps.size() == 2);
+  CHECK(f.finishedOps[1].second.code() == Code::kNoMemory);
 }

@@ -120,9 +120,12 @@ class AllreducePending final : public MessagesPending {
         inPlace_(send == nullptr),
         pool_(std::move(pool)) {
     const size_t mine = layout_.owned(layout_.rank);
-    // Out of place, rank - 1's contribution lands straight in the own block of recv.
-    const size_t slots = static_cast<size_t>(layout_.size - (inPlace_ ? 1 : 2));
-    if (slots > 0 && mine > 0) scratch_ = pool_->take(slots * mine * layout_.elementSize);
+    // Out of place, rank - 1's contribution lands straight in the own block of recv. (Signed:
+    // one rank out of place needs no slot, not SIZE_MAX of them.)
+    const int slots = layout_.size - (inPlace_ ? 1 : 2);
+    if (slots > 0 && mine > 0) {
+      scratch_ = pool_->take(static_cast<size_t>(slots) * mine * layout_.elementSize);
+    }
   }
   ~AllreducePending() override {
     // Abandoned (peers lost): MPI may still write into the scratch buffer.
