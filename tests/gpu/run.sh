@@ -72,8 +72,15 @@ have_header catch2/catch.hpp || missing+=("Catch2 v2 headers (catch2): the tests
 CUDA=${CUDA_HOME:-/usr/local/cuda}
 export CUDA_HOME=$CUDA  # cmake/HcollNccl.cmake looks there first
 [ -f "$CUDA/include/cuda_runtime_api.h" ] || missing+=("CUDA headers under $CUDA/include (set CUDA_HOME)")
+# Any one of the folders is enough (`ls a b` fails when either is missing: a toolkit with lib64/
+# and no lib/ failed this check on the device machine).
+has_lib() {  # folder-prefix name
+  local f
+  for f in "$1"/lib64/lib"$2".so* "$1"/lib/lib"$2".so*; do [ -e "$f" ] && return 0; done
+  return 1
+}
 for lib in cudart nvrtc; do
-  ls "$CUDA"/lib64/lib$lib.so* "$CUDA"/lib/lib$lib.so* >/dev/null 2>&1 || missing+=("lib$lib.so under $CUDA")
+  has_lib "$CUDA" $lib || missing+=("lib$lib.so under $CUDA/lib64 or $CUDA/lib")
 done
 if [ -n "${NCCL_ROOT:-}" ]; then
   export NCCL_ROOT  # cmake/HcollNccl.cmake then looks there and nowhere else
@@ -81,7 +88,7 @@ if [ -n "${NCCL_ROOT:-}" ]; then
   ls "$NCCL_ROOT"/lib/libnccl.so* >/dev/null 2>&1 || missing+=("libnccl.so* under $NCCL_ROOT/lib")
 else
   [ -f "$CUDA/include/nccl.h" ] || [ -f /usr/include/nccl.h ] || missing+=("nccl.h (NCCL headers; or set NCCL_ROOT)")
-  ls "$CUDA"/lib64/libnccl.so* "$CUDA"/lib/libnccl.so* /usr/lib/*/libnccl.so* >/dev/null 2>&1 ||
+  has_lib "$CUDA" nccl || compgen -G "/usr/lib/*/libnccl.so*" >/dev/null ||
     missing+=("libnccl.so (or set NCCL_ROOT)")
 fi
 if [ ${#missing[@]} -gt 0 ]; then
