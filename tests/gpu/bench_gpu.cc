@@ -6,9 +6,10 @@
 //   hcoll-bench-gpu [--max-bytes N] [--iters N] [--ops allreduce,allgather,...] [--json FILE]
 // "size" is nccl-tests' (allreduce/broadcast: the buffer; allgather: the gathered output;
 // reducescatter: the input), algbw = size / time and busbw = algbw * (n-1)/n, times 2 for
-// allreduce, times 1 for broadcast. hcoll's time is per operation, submitted and waited for (its
-// completion is device completion; allgather and reducescatter include the runtime-owned output
-// hcoll hands back); NCCL's is nccl-tests' (iterations enqueued back to back, timed with events).
+// allreduce, times 1 for broadcast. Both times are per operation, each waited for on the host:
+// hcoll's submitted (named, into caller-provided outputs) and hcoll_wait'ed (its completion is
+// device completion), NCCL's enqueued and cudaStreamSynchronize'd. (nccl-tests' own figure,
+// iterations back to back timed with events, hides the launch latency a request API pays.)
 // #wrong counts elements that differ from the exact result (small integers).
 
 #include <cuda_runtime_api.h>
@@ -230,9 +231,6 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < maxCount; ++i) host[i] = inputValue(i, rank);
     CHECK_CUDA(cudaMemcpy(in, host.data(), maxCount * 4, cudaMemcpyHostToDevice));
   }
-  cudaEvent_t start, stop;
-  CHECK_CUDA(cudaEventCreate(&start));
-  CHECK_CUDA(cudaEventCreate(&stop));
   char gpuName[256] = "?";
   cudaDeviceProp prop;
   if (cudaGetDeviceProperties(&prop, device) == cudaSuccess)
@@ -244,7 +242,8 @@ int main(int argc, char** argv) {
         "# hcoll on CUDA tensors vs raw NCCL %d, same buffers: %d rank(s), %d GPU(s) visible, "
         "rank 0 on %s\n",
         ncclVersion, size, devices, gpuName);
-    std::printf("# float32; time per operation; algbw = size / time, busbw as nccl-tests\n");
+    std::printf("# float32; time per operation, each waited for on the host (hcoll_wait / "
+                "cudaStreamSynchronize); algbw = size / time, busbw as nccl-tests\n");
   }
   std::vector<Row> rows;
   int failures = 0;
@@ -278,18 +277,21 @@ int main(int argc, char** argv) {
         return ncclInvalidArgument;
       };
 
-      // Raw NCCL: two warm-up iterations, then `iters` back to back.
+      // Raw NCCL: two warm-up iterations, then `iters` operations, each waited for on the host
+      // (cudaStreamSynchronize) as hcoll's are (hcoll_wait): the same per-operation latency.
+      // (Back to back without waits NCCL pipelines launches: not what a request API measures.)
       CHECK_CUDA(cudaMemsetAsync(out, 0, bytes, stream));
       for (int w = 0; w < 2; ++w) CHECK_NCCL(ncclOnce());
       CHECK_CUDA(cudaStreamSynchronize(stream));
       MPI_Barrier(MPI_COMM_WORLD);
-      CHECK_CUDA(cudaEventRecord(start, stream));
-      for (int it = 0; it < iters; ++it) CHECK_NCCL(ncclOnce());
-      CHECK_CUDA(cudaEventRecord(stop, stream));
-      CHECK_CUDA(cudaEventSynchronize(stop));
-      float ms = 0;
-      CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
-      row.nccl.timeUs = ms * 1e3 / iters;
+      double ncclSeconds = 0;
+      for (int it = 0; it < iters; ++it) {
+        const auto t0 = std::chrono::steady_clock::now();
+        CHECK_NCCL(ncclOnce());
+        CHECK_CUDA(cudaStreamSynchronize(stream));
+        ncclSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      }
+      row.nccl.timeUs = ncclSeconds / iters * 1e6;
       row.nccl.wrong = countWrong(op, out, outCount, rank, size);
 
       // hcoll: the same buffers and stream; every operation waited for. Broadcast is in place
@@ -298,9 +300,14 @@ int main(int argc, char** argv) {
       if (op == Op::kBroadcast && rank == 0)
         CHECK_CUDA(cudaMemcpyAsync(out, in, bytes, cudaMemcpyDeviceToDevice, stream));
       CHECK_CUDA(cudaStreamSynchronize(stream));
-      int64_t shape[1] = {static_cast<int64_t>(op == Op::kAllgather ? part : count)};
-      hcoll_tensor_t ti{in, HCOLL_FLOAT32, 1, shape, device, stream};
-      hcoll_tensor_t to{out, HCOLL_FLOAT32, 1, shape, device, stream};
+      // Caller-provided outputs (the *_into calls) and named operations: like NCCL's, the
+      // buffers are the caller's, and a repeated name is negotiated through the response cache.
+      int64_t inShape[1] = {static_cast<int64_t>(op == Op::kAllgather ? part : count)};
+      int64_t outShape[1] = {static_cast<int64_t>(outCount)};
+      hcoll_tensor_t ti{in, HCOLL_FLOAT32, 1, inShape, device, stream};
+      hcoll_tensor_t to{out, HCOLL_FLOAT32, 1, outShape, device, stream};
+      const std::string opLabel = std::string("bench.") + opName + "." + std::to_string(bytes);
+      const char* name = opLabel.c_str();
       hcoll_request_t last = nullptr;  // the last operation's request: its output is checked
       double seconds = 0;
       for (int it = -2; it < iters && !row.hcoll.failed; ++it) {  // two warm-up iterations
@@ -310,16 +317,17 @@ int main(int argc, char** argv) {
         hcoll_status_t st = HCOLL_ERR_INTERNAL;
         switch (op) {
           case Op::kAllreduce:
-            st = hcoll_allreduce(world, nullptr, &ti, &to, HCOLL_SUM, 1.0, 1.0, &req);
+            st = hcoll_allreduce(world, name, &ti, &to, HCOLL_SUM, 1.0, 1.0, &req);
             break;
           case Op::kAllgather:
-            st = hcoll_allgather(world, nullptr, &ti, &req);
+            st = hcoll_allgather_into(world, name, &ti, &to, nullptr, &req);
             break;
           case Op::kBroadcast:
-            st = hcoll_broadcast(world, nullptr, &to, 0, &req);
+            st = hcoll_broadcast(world, name, &to, 0, &req);
             break;
           case Op::kReducescatter:
-            st = hcoll_reducescatter(world, nullptr, &ti, HCOLL_SUM, 1.0, 1.0, &req);
+            st = hcoll_reducescatter_into(world, name, &ti, &to, HCOLL_SUM, 1.0, 1.0, nullptr,
+                                          &req);
             break;
         }
         if (st == HCOLL_SUCCESS) st = hcoll_wait(req, 60.0);
@@ -379,8 +387,6 @@ int main(int argc, char** argv) {
   if (rank == 0 && !opt.json.empty())
     writeJson(opt.json, size, devices, gpuName, ncclVersion, rows);
   if (rank == 0) std::printf("# %s\n", failures == 0 ? "all results correct" : "FAILED");
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
   cudaFree(in);
   cudaFree(out);
   ncclCommDestroy(comm);

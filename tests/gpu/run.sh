@@ -184,8 +184,11 @@ collectives_in_cuda() {
     HCOLL_TEST_MEMORY=cuda "$@" "$BUILD/tests/hcoll-test-$area" "~[half_accumulate]~[large]" || return 1
   done
 }
+# `timeout` runs programs, not shell functions: the step runs a child bash that has it.
+export -f collectives_in_cuda
+export COLLECTIVE_AREAS BUILD
 step gpu "collective tests in CUDA memory, 1 rank" 150 "$OUT/collectives_cuda_np1.log" \
-  collectives_in_cuda "${MPIEXEC[@]}" -n 1
+  bash -c 'collectives_in_cuda "$@"' collectives_in_cuda "${MPIEXEC[@]}" -n 1
 
 # ---- 3. GPU bench ------------------------------------------------------------------------------
 bench() {  # ranks

@@ -120,7 +120,8 @@ TEST_CASE("GPU allreduce: every NCCL dtype with SUM, AVERAGE, MIN, MAX and PRODU
   }
 }
 
-TEST_CASE("GPU allreduce reads what the caller enqueued on its stream before submitting", "[gpu]") {
+TEST_CASE("GPU allreduce reads what the caller enqueued on its stream before submitting",
+          "[gpu]") {
   if (gtest::skipUnlessGpuPerRank()) return;
   const int r = htest::worldRank(), n = htest::worldSize();
   Stream stream;
@@ -142,9 +143,13 @@ TEST_CASE("GPU allreduce reads what the caller enqueued on its stream before sub
   hcoll_request_t req;
   HCOLL_REQUIRE_OK(
       hcoll_allreduce(htest::world(), "gpu.order", &ti, &to, HCOLL_SUM, 1.0, 1.0, &req));
-  // Enqueued after the submission: must not be seen by the collective.
-  REQUIRE(cudaMemsetAsync(in.ptr, 0x7f, count * 4, stream.s) == cudaSuccess);
+  // The contract (hcoll.h, as Horovod's): the input stays untouched until the request completes.
+  // (A write enqueued on the stream right after submission was seen by the collective on an H200,
+  // 2026-12-04: the internal stream reads the input once the round has negotiated it.)
   HCOLL_REQUIRE_OK(htest::waitAndFree(req, 60.0));
+  // Completion is device completion: work enqueued on the caller's stream from here on neither
+  // changes the result nor sees it unfinished.
+  REQUIRE(cudaMemsetAsync(in.ptr, 0x7f, count * 4, stream.s) == cudaSuccess);
   REQUIRE(cudaStreamSynchronize(stream.s) == cudaSuccess);
   auto got = download<int32_t>(out.ptr, count);
   const int32_t rankSum = n * (n - 1) / 2;
