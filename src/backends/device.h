@@ -73,6 +73,14 @@ class DeviceBackend {
   // On the submitting thread: kUnsupported when this backend cannot reduce `dtype` (checked at
   // submission, so that the call fails at once rather than its request later).
   virtual Status checkReduction(DataType dtype) const = 0;
+  // On the submitting thread: kInvalidArgument when `data` (non-null) is not memory a collective
+  // on `device` can use (ordinary host memory, another device's): given to NCCL it would be an
+  // illegal address, a sticky error that ends every later CUDA call of the process.
+  virtual Status checkMemory(int32_t device, const void* data) const {
+    (void)device;
+    (void)data;
+    return Status::ok();
+  }
   // Collective over `control`: every member calls it at the same point of the same response.
   virtual Status create(Channel& control, int32_t device,
                         std::unique_ptr<DeviceCollectives>* out) = 0;

@@ -247,9 +247,9 @@ const char* Runtime::backendVersion(const char* name) {
   return info != nullptr && info->transportVersion != nullptr ? info->transportVersion() : nullptr;
 }
 
-Status Runtime::checkDeviceMemory(int32_t device) {
+Status Runtime::checkDeviceMemory(int32_t device, const void* data) {
   backends::DeviceBackend* backend = backends::deviceBackend();
-  if (backend != nullptr && backend->available()) return Status::ok();
+  if (backend != nullptr && backend->available()) return backend->checkMemory(device, data);
   return Status(Code::kUnsupported,
                 "CUDA tensors (device " + std::to_string(device) + ") need a device backend" +
                     (backend ? ", and the one built found no usable CUDA device in this process"

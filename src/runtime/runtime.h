@@ -63,9 +63,10 @@ class Runtime {
   // What the backend `name` of this build was built against, e.g. "MPICH 4.0.2" (static text,
   // no call into it); null when the build has no such backend.
   static const char* backendVersion(const char* name);
-  // Whether CUDA tensors on `device` can be used in this process (kUnsupported says why not),
-  // and whether the device backend reduces `dtype`: checked at submission.
-  static Status checkDeviceMemory(int32_t device);
+  // Whether CUDA tensors on `device` can be used in this process (kUnsupported says why not) and
+  // `data` is memory of that device (kInvalidArgument), and whether the device backend reduces
+  // `dtype`: checked at submission.
+  static Status checkDeviceMemory(int32_t device, const void* data);
   static Status checkDeviceReduction(DataType dtype);
   // Collective: drains and stops `comm` (not the world).
   Status destroy(const std::shared_ptr<Communicator>& comm);

@@ -85,17 +85,19 @@ HTEST_CASE("allgather_into: every dtype, uneven dim0, in place, output descripto
     for (bool inPlace : {false, true}) {
       Out out(t, total, kCols);
       auto in = rowsOf(t, r, r + 1, kCols);
-      hcoll_tensor_t din = in->desc(), dout = out.desc();
-      if (inPlace) {  // the input is this rank's own block of the output
-        std::memcpy(out.data() + out.bytes(myOffset), in->data(), out.bytes(r + 1));
-        din.data = out.data() + out.bytes(myOffset);
-      }
+      hcoll_tensor_t din = in->desc();
+      // In place: the input is this rank's own block of the output, written there on the host
+      // before out.desc() (which hands a CUDA run the device copy of it; descriptors' data, not
+      // data(), are what the collective may be given).
+      if (inPlace) std::memcpy(out.data() + out.bytes(myOffset), in->data(), out.bytes(r + 1));
+      hcoll_tensor_t dout = out.desc();
+      if (inPlace) din.data = static_cast<uint8_t*>(dout.data) + out.bytes(myOffset);
       hcoll_request_t req;
       HCOLL_REQUIRE_OK(hcoll_allgather_into(world(), nullptr, &din, &dout, nullptr, &req));
       HCOLL_REQUIRE_OK(hcoll_wait(req, 30));
       hcoll_tensor_t view;
       HCOLL_REQUIRE_OK(hcoll_request_output(req, 0, &view));
-      HREQUIRE(view.data == out.data());  // the caller's memory, the result's shape
+      HREQUIRE(view.data == dout.data);  // the caller's memory, the result's shape
       HREQUIRE(view.ndim == 2);
       HREQUIRE(view.shape[0] == total);
       HCOLL_REQUIRE_OK(hcoll_request_free(req));
@@ -158,7 +160,7 @@ HTEST_CASE("alltoall_into: every dtype, a receive buffer larger than needed", "[
     for (int k = 0; k < n; ++k) HREQUIRE(got[k] == r + 1);
     hcoll_tensor_t view;
     HCOLL_REQUIRE_OK(hcoll_request_output(req, 0, &view));
-    HREQUIRE(view.data == out.data());
+    HREQUIRE(view.data == dout.data);
     HREQUIRE(view.shape[0] == received);
     HCOLL_REQUIRE_OK(hcoll_request_free(req));
     // From rank k: its rows [sum_{j<r} (j + 1), + r + 1), i.e. starting at row r (r + 1) / 2.
@@ -188,7 +190,7 @@ HTEST_CASE("reducescatter_into: every dtype, uneven d0, in place", "[into]") {
       Out out(t, rows, kCols);
       hcoll_tensor_t din = in.desc(), dout = out.desc();
       // In place: the output is the input's own rows [off_r, off_r + c_r).
-      if (inPlace) dout.data = static_cast<uint8_t*>(in.data()) + first * dtypeSize(t);
+      if (inPlace) dout.data = static_cast<uint8_t*>(din.data) + first * dtypeSize(t);
       hcoll_request_t req;
       HCOLL_REQUIRE_OK(
           hcoll_reducescatter_into(world(), nullptr, &din, &dout, op, 1.0, 1.0, nullptr, &req));

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -67,11 +68,20 @@ void sleepOnStream(cudaStream_t s, int ms) {
 }  // namespace
 
 TEST_CASE("CUDA int16/uint16 reductions fail at submission with UNSUPPORTED", "[gpu]") {
-  // No device memory is touched: the call must fail before anything is enqueued.
+  // The call must fail before anything is enqueued. With a GPU the data is device memory
+  // (host memory under a CUDA descriptor is refused first, with INVALID_ARGUMENT).
   int16_t x[4] = {};
   int64_t shape[1] = {4};
+  std::unique_ptr<DeviceBuffer> onDevice;
+  void* data = x;
+  int32_t device = 0;
+  if (gtest::visibleDevices() > 0) {
+    onDevice = std::make_unique<DeviceBuffer>(sizeof x);
+    data = onDevice->ptr;
+    device = gtest::myDevice();
+  }
   for (hcoll_dtype_t dtype : {HCOLL_INT16, HCOLL_UINT16}) {
-    hcoll_tensor_t t{x, dtype, 1, shape, 0, nullptr};
+    hcoll_tensor_t t{data, dtype, 1, shape, device, nullptr};
     hcoll_request_t req = nullptr;
     CHECK(hcoll_allreduce(htest::world(), "gpu.int16", &t, &t, HCOLL_SUM, 1.0, 1.0, &req) ==
           HCOLL_ERR_UNSUPPORTED);

@@ -69,6 +69,31 @@ class NcclDeviceBackend final : public DeviceBackend {
     return toNccl(dtype, ReduceOp::kSum, &type, &op);
   }
 
+  Status checkMemory(int32_t device, const void* data) const override {
+    if (data == nullptr) return Status::ok();  // an empty tensor
+    cudaPointerAttributes attributes{};
+    if (cudaError_t e = cudaPointerGetAttributes(&attributes, data); e != cudaSuccess) {
+      cudaGetLastError();  // not sticky: clear it for the caller's next CUDA call
+      return invalidArgument("data is not CUDA memory (cudaPointerGetAttributes: " +
+                             std::string(cudaGetErrorString(e)) + ")");
+    }
+    switch (attributes.type) {
+      case cudaMemoryTypeUnregistered:
+        return invalidArgument("data is ordinary host memory, not memory of CUDA device " +
+                               std::to_string(device) +
+                               " (host tensors say device HCOLL_DEVICE_HOST)");
+      case cudaMemoryTypeDevice:
+        if (attributes.device != device) {
+          return invalidArgument("data is memory of CUDA device " +
+                                 std::to_string(attributes.device) + ", not of device " +
+                                 std::to_string(device));
+        }
+        return Status::ok();
+      default:  // pinned host or managed memory: addressable from the device
+        return Status::ok();
+    }
+  }
+
   Status create(Channel& control, int32_t device,
                 std::unique_ptr<DeviceCollectives>* out) override {
     // Only reachable after a submission passed mark(), so a device is visible here.
