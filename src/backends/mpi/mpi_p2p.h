@@ -9,7 +9,7 @@
 // (47 us) (raw MPI microbenchmark, medians of 9 interleaved blocks). Broadcast runs down a
 // binomial tree (MPICH's choice below 8 ranks at every size); alltoall and allgather post every
 // message at once (MPICH's "scattered" alltoall); reductions send every block to its owner, which
-// reduces it with MPI_Reduce_local. Messages of one operation are matched by MPI's non-overtaking
+// reduces it (mpi_local_reduce.h). Messages of one operation are matched by MPI's non-overtaking
 // order on (source, tag, communicator): every rank posts the operations in the negotiated order,
 // and a data phase given up on or failed ends the communicator (the executor), so no later
 // operation can match an earlier one's message.
@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/mpi/mpi_local_reduce.h"
 
 namespace hcoll::backends::mpi {
 
@@ -70,23 +71,23 @@ class ScratchPool {
   Buffer spare_;
 };
 
-// Rank r's block of the reduction (`op` on `type`, elementSize bytes each) of every rank's
-// `send`, rank-major blocks of counts[j] elements, into `recv` (which must not overlap `send`):
-// block j goes to rank j; rank r - 1's contribution to block r arrives in `recv`, the other
-// peers' in a scratch buffer from `pool` (none on 2 ranks), and once all arrived they are reduced
-// into `recv` with MPI_Reduce_local (so user-defined ops apply as in MPI_Ireduce_scatter).
-// MPICH's pairwise algorithm, without its temporary buffer per call.
+// Rank r's block of `reduction` (mpi_local_reduce.h) of every rank's `send`, rank-major blocks
+// of counts[j] elements, into `recv` (which must not overlap `send`): block j goes to rank j;
+// rank r - 1's contribution to block r arrives in `recv`, the other peers' in a scratch buffer
+// from `pool` (none on 2 ranks), and once all arrived they are reduced into `recv` (hcoll's loop,
+// or MPI_Reduce_local, so user-defined ops apply as in MPI_Ireduce_scatter). MPICH's pairwise
+// algorithm, without its temporary buffer per call.
 PendingPtr pointToPointReduceScatter(MPI_Comm comm, int rank, int size, const void* send,
                                      void* recv, const std::vector<size_t>& counts,
-                                     MPI_Datatype type, size_t elementSize, MPI_Op op,
+                                     const Reduction& reduction,
                                      std::shared_ptr<ScratchPool> pool);
 
-// Allreduce of `count` elements (`op` on `type`, elementSize bytes each) from `send` into `recv`
+// Allreduce of `count` elements (`reduction`, as above) from `send` into `recv`
 // (send == nullptr: in place, recv holds this rank's contribution): a reduce-scatter as above,
 // rank j owning the j-th of `size` near-equal blocks, then an allgather of the reduced blocks.
 // Every block is reduced once, by its owner, so all ranks get bitwise the same result.
 PendingPtr pointToPointAllreduce(MPI_Comm comm, int rank, int size, const void* send, void* recv,
-                                 size_t count, MPI_Datatype type, size_t elementSize, MPI_Op op,
+                                 size_t count, const Reduction& reduction,
                                  std::shared_ptr<ScratchPool> pool);
 
 // Root's `bytes` bytes of `buf` replace every other rank's, down a binomial tree.

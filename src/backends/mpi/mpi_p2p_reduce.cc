@@ -1,6 +1,7 @@
 #include <cstring>
 #include <utility>
 
+#include "backends/mpi/mpi_local_reduce.h"
 #include "backends/mpi/mpi_messages.h"
 #include "backends/mpi/mpi_p2p.h"
 
@@ -10,9 +11,6 @@ namespace {
 using p2p::BlockOffsets;
 using p2p::MessagesPending;
 
-// MPI_Reduce_local takes an int count: longer reductions run in pieces of this many elements.
-constexpr size_t kMaxReduceElements = INT_MAX / 16;
-
 // Reduces the received contributions once every message completed (see
 // pointToPointReduceScatter). The first peer's contribution (rank - 1's) is received straight
 // into `recv`, the others' into the scratch buffer: on 2 ranks there is none, and `recv` is first
@@ -21,7 +19,7 @@ constexpr size_t kMaxReduceElements = INT_MAX / 16;
 class ReduceScatterPending final : public MessagesPending {
  public:
   ReduceScatterPending(MPI_Comm comm, int rank, int size, const uint8_t* ownBlock, void* recv,
-                       size_t count, MPI_Datatype type, size_t elementSize, MPI_Op op,
+                       size_t count, const Reduction& reduction,
                        std::shared_ptr<ScratchPool> pool, ScratchPool::Buffer scratch)
       : MessagesPending(comm),
         rank_(rank),
@@ -29,9 +27,7 @@ class ReduceScatterPending final : public MessagesPending {
         own_(ownBlock),
         recv_(static_cast<uint8_t*>(recv)),
         count_(count),
-        type_(type),
-        elementSize_(elementSize),
-        op_(op),
+        reduction_(reduction),
         pool_(std::move(pool)),
         scratch_(std::move(scratch)) {}
   ~ReduceScatterPending() override {
@@ -42,7 +38,7 @@ class ReduceScatterPending final : public MessagesPending {
   // Where the contribution of the peer `step` ranks below this one (1 <= step < size) lands.
   uint8_t* slot(int step) {
     if (step == 1) return recv_;
-    return scratch_.bytes.get() + static_cast<size_t>(step - 2) * count_ * elementSize_;
+    return scratch_.bytes.get() + static_cast<size_t>(step - 2) * count_ * reduction_.elementSize;
   }
 
  private:
@@ -50,27 +46,15 @@ class ReduceScatterPending final : public MessagesPending {
     done_ = true;
     *status = Status::ok();
     if (size_ == 1) {
-      if (recv_ != own_) std::memcpy(recv_, own_, count_ * elementSize_);
+      if (recv_ != own_) std::memcpy(recv_, own_, count_ * reduction_.elementSize);
     } else {
       // recv holds rank - 1's contribution: recv = own op recv, then each further peer's.
       for (int step = 0; step < size_ - 1 && status->isOk(); ++step) {
-        *status = reduceIntoRecv(step == 0 ? own_ : slot(step + 1));
+        *status = reduceLocal(reduction_, step == 0 ? own_ : slot(step + 1), recv_, count_);
       }
     }
     pool_->give(std::move(scratch_));
     return true;
-  }
-
-  Status reduceIntoRecv(const uint8_t* from) {
-    for (size_t offset = 0; offset < count_; offset += kMaxReduceElements) {
-      const size_t n = std::min(kMaxReduceElements, count_ - offset);
-      const size_t at = offset * elementSize_;
-      if (int rc = MPI_Reduce_local(from + at, recv_ + at, static_cast<int>(n), type_, op_);
-          rc != MPI_SUCCESS) {
-        return mpiError("MPI_Reduce_local", rc);
-      }
-    }
-    return Status::ok();
   }
 
   int rank_;
@@ -78,9 +62,7 @@ class ReduceScatterPending final : public MessagesPending {
   const uint8_t* own_;
   uint8_t* recv_;
   size_t count_;
-  MPI_Datatype type_;
-  size_t elementSize_;
-  MPI_Op op_;
+  Reduction reduction_;
   std::shared_ptr<ScratchPool> pool_;
   ScratchPool::Buffer scratch_;
   bool done_ = false;
@@ -96,9 +78,8 @@ class AllreducePending final : public MessagesPending {
     int rank = 0;
     int size = 1;
     size_t count = 0;  // elements in all
-    size_t elementSize = 0;
-    MPI_Datatype type = MPI_DATATYPE_NULL;
-    MPI_Op op = MPI_OP_NULL;
+    Reduction reduction;
+    size_t elementSize() const { return reduction.elementSize; }
     // Rank j owns elements [first(j), first(j) + owned(j)): count / size each, the first
     // count % size ranks one more.
     size_t owned(int j) const {
@@ -124,7 +105,7 @@ class AllreducePending final : public MessagesPending {
     // one rank out of place needs no slot, not SIZE_MAX of them.)
     const int slots = layout_.size - (inPlace_ ? 1 : 2);
     if (slots > 0 && mine > 0) {
-      scratch_ = pool_->take(static_cast<size_t>(slots) * mine * layout_.elementSize);
+      scratch_ = pool_->take(static_cast<size_t>(slots) * mine * layout_.elementSize());
     }
   }
   ~AllreducePending() override {
@@ -136,7 +117,7 @@ class AllreducePending final : public MessagesPending {
   int start() {
     reserve(2 * static_cast<size_t>(layout_.size - 1));
     const int rank = layout_.rank, size = layout_.size;
-    const size_t mineBytes = layout_.owned(rank) * layout_.elementSize;
+    const size_t mineBytes = layout_.owned(rank) * layout_.elementSize();
     for (int step = 1; step < size && mineBytes != 0; ++step) {
       if (int rc = post(true, slot(step), mineBytes, (rank - step + size) % size);
           rc != MPI_SUCCESS)
@@ -145,9 +126,9 @@ class AllreducePending final : public MessagesPending {
     const uint8_t* source = inPlace_ ? recv_ : send_;
     for (int step = 1; step < size; ++step) {
       const int to = (rank + step) % size;
-      const size_t bytes = layout_.owned(to) * layout_.elementSize;
+      const size_t bytes = layout_.owned(to) * layout_.elementSize();
       if (bytes == 0) continue;  // the same on every rank: count is negotiated
-      auto* block = const_cast<uint8_t*>(source + layout_.first(to) * layout_.elementSize);
+      auto* block = const_cast<uint8_t*>(source + layout_.first(to) * layout_.elementSize());
       if (int rc = post(false, block, bytes, to); rc != MPI_SUCCESS) return rc;
     }
     return MPI_SUCCESS;
@@ -159,9 +140,9 @@ class AllreducePending final : public MessagesPending {
     if (!inPlace_ && step == 1) return ownBlock();
     const int index = step - (inPlace_ ? 1 : 2);
     return scratch_.bytes.get() +
-           static_cast<size_t>(index) * layout_.owned(layout_.rank) * layout_.elementSize;
+           static_cast<size_t>(index) * layout_.owned(layout_.rank) * layout_.elementSize();
   }
-  uint8_t* ownBlock() { return recv_ + layout_.first(layout_.rank) * layout_.elementSize; }
+  uint8_t* ownBlock() { return recv_ + layout_.first(layout_.rank) * layout_.elementSize(); }
 
   bool advance(Status* status) override {
     if (!reduced_) {
@@ -190,15 +171,15 @@ class AllreducePending final : public MessagesPending {
     const size_t n = layout_.owned(layout_.rank);
     if (n == 0 || layout_.size == 1) {
       if (!inPlace_ && n != 0) {
-        std::memcpy(ownBlock(), send_ + layout_.first(layout_.rank) * layout_.elementSize,
-                    n * layout_.elementSize);
+        std::memcpy(ownBlock(), send_ + layout_.first(layout_.rank) * layout_.elementSize(),
+                    n * layout_.elementSize());
       }
       return Status::ok();
     }
     // In place the own block holds this rank's contribution; out of place, rank - 1's (slot 1).
     if (!inPlace_) {
       HCOLL_RETURN_IF_ERROR(
-          reduceInto(send_ + layout_.first(layout_.rank) * layout_.elementSize, n));
+          reduceInto(send_ + layout_.first(layout_.rank) * layout_.elementSize(), n));
     }
     for (int step = inPlace_ ? 1 : 2; step < layout_.size; ++step) {
       HCOLL_RETURN_IF_ERROR(reduceInto(slot(step), n));
@@ -207,17 +188,7 @@ class AllreducePending final : public MessagesPending {
   }
 
   Status reduceInto(const uint8_t* from, size_t n) {
-    uint8_t* to = ownBlock();
-    for (size_t offset = 0; offset < n; offset += kMaxReduceElements) {
-      const size_t chunk = std::min(kMaxReduceElements, n - offset);
-      const size_t at = offset * layout_.elementSize;
-      if (int rc = MPI_Reduce_local(from + at, to + at, static_cast<int>(chunk), layout_.type,
-                                    layout_.op);
-          rc != MPI_SUCCESS) {
-        return mpiError("MPI_Reduce_local", rc);
-      }
-    }
-    return Status::ok();
+    return reduceLocal(layout_.reduction, from, ownBlock(), n);
   }
 
   // Every owner's reduced block to every other rank. Posted once the reduce-scatter completed:
@@ -227,13 +198,13 @@ class AllreducePending final : public MessagesPending {
     const int rank = layout_.rank, size = layout_.size;
     for (int step = 1; step < size; ++step) {
       const int from = (rank - step + size) % size;
-      const size_t bytes = layout_.owned(from) * layout_.elementSize;
+      const size_t bytes = layout_.owned(from) * layout_.elementSize();
       if (bytes == 0) continue;
-      if (int rc = post(true, recv_ + layout_.first(from) * layout_.elementSize, bytes, from);
+      if (int rc = post(true, recv_ + layout_.first(from) * layout_.elementSize(), bytes, from);
           rc != MPI_SUCCESS)
         return rc;
     }
-    const size_t mineBytes = layout_.owned(rank) * layout_.elementSize;
+    const size_t mineBytes = layout_.owned(rank) * layout_.elementSize();
     for (int step = 1; step < size && mineBytes != 0; ++step) {
       if (int rc = post(false, ownBlock(), mineBytes, (rank + step) % size); rc != MPI_SUCCESS)
         return rc;
@@ -273,8 +244,9 @@ void ScratchPool::give(Buffer buffer) {
 
 PendingPtr pointToPointReduceScatter(MPI_Comm comm, int rank, int size, const void* send,
                                      void* recv, const std::vector<size_t>& counts,
-                                     MPI_Datatype type, size_t elementSize, MPI_Op op,
+                                     const Reduction& reduction,
                                      std::shared_ptr<ScratchPool> pool) {
+  const size_t elementSize = reduction.elementSize;
   const auto me = static_cast<size_t>(rank);
   const size_t mine = counts[me];
   const BlockOffsets offset(counts);
@@ -282,8 +254,8 @@ PendingPtr pointToPointReduceScatter(MPI_Comm comm, int rank, int size, const vo
   ScratchPool::Buffer scratch;
   if (size > 2) scratch = pool->take(static_cast<size_t>(size - 2) * mine * elementSize);
   auto p = std::make_unique<ReduceScatterPending>(comm, rank, size, in + offset[me] * elementSize,
-                                                  recv, mine, type, elementSize, op,
-                                                  std::move(pool), std::move(scratch));
+                                                  recv, mine, reduction, std::move(pool),
+                                                  std::move(scratch));
   p->reserve(2 * static_cast<size_t>(size - 1));
   for (int step = 1; step < size && mine != 0; ++step) {
     const int from = (rank - step + size) % size;
@@ -306,15 +278,13 @@ PendingPtr pointToPointReduceScatter(MPI_Comm comm, int rank, int size, const vo
 }
 
 PendingPtr pointToPointAllreduce(MPI_Comm comm, int rank, int size, const void* send, void* recv,
-                                 size_t count, MPI_Datatype type, size_t elementSize, MPI_Op op,
+                                 size_t count, const Reduction& reduction,
                                  std::shared_ptr<ScratchPool> pool) {
   AllreducePending::Layout layout;
   layout.rank = rank;
   layout.size = size;
   layout.count = count;
-  layout.elementSize = elementSize;
-  layout.type = type;
-  layout.op = op;
+  layout.reduction = reduction;
   auto p = std::make_unique<AllreducePending>(comm, layout, static_cast<const uint8_t*>(send),
                                               static_cast<uint8_t*>(recv), std::move(pool));
   if (int rc = p->start(); rc != MPI_SUCCESS) {
