@@ -98,10 +98,12 @@ typedef struct hcoll_tensor {
   int32_t device; /* HCOLL_DEVICE_HOST or a CUDA ordinal */
   void* stream;   /* cudaStream_t the data is ordered on (CUDA only; NULL = default stream) */
 } hcoll_tensor_t;
-/* CUDA tensors: the collective reads what was enqueued on `stream` before the call. As in
- * Horovod, the input must not be written, nor the output read, on any stream until the request
- * completes (hcoll_test/hcoll_wait report device completion): the collective runs on an internal
- * stream once every rank has submitted it, after work enqueued on `stream` in the meantime. */
+/* CUDA tensors: `data` must be memory of `device` (cudaMalloc'ed there, or pinned/managed memory);
+ * ordinary host memory or another device's memory fails the call with INVALID_ARGUMENT. The
+ * collective reads what was enqueued on `stream` before the call. As in Horovod, the input must
+ * not be written, nor the output read, on any stream until the request completes (hcoll_test and
+ * hcoll_wait report device completion): the collective runs on an internal stream once every rank
+ * has submitted it, after work enqueued on `stream` in the meantime. */
 
 /* Output allocator. `alloc` returns `bytes` bytes usable on `device` (ordered on `stream` for CUDA)
  * or NULL on failure (the operation then fails with HCOLL_ERR_NO_MEMORY). Memory obtained through
