@@ -112,12 +112,15 @@ Status Communicator::submit(std::unique_ptr<LocalOp> op) {
     if (autoNamed) ++counter;
     op->spec.autoNamed = autoNamed;
     // A batching window exists to gather submissions: a caller driving at once would defeat it.
+    // CUDA operations too: the waiting caller enqueues the collective and polls its fence itself
+    // instead of two thread hand-offs.
     op->callerDrivable = config_.callerProgress && config_.cycleTimeMs == 0 &&
-                         op->spec.device == kHostDevice && op->spec.kind != OpKind::kJoin &&
-                         !traitsOf(op->spec.kind).createsComm;
+                         op->spec.kind != OpKind::kJoin && !traitsOf(op->spec.kind).createsComm;
     for (const MemberSpec& m : op->spec.members) op->payloadBytes += m.bytes();
     if (op->spec.kind == OpKind::kAllgather) op->payloadBytes *= static_cast<size_t>(size());
-    op->callerDrivable = op->callerDrivable && op->payloadBytes <= kCallerMaxBytes;
+    // The size bound is about host temporaries (kCallerMaxBytes): a CUDA operation has none.
+    op->callerDrivable = op->callerDrivable &&
+                         (op->spec.device != kHostDevice || op->payloadBytes <= kCallerMaxBytes);
     if (op->callerDrivable) op->request->setProgress(seat_);
     op->submittedAt = std::chrono::steady_clock::now();
     op->flightSeq = recorder_->submitted(op->spec);

@@ -239,7 +239,7 @@ bool Communicator::claimForCaller(Engine& engine) {
   if (closing_ || stopped_ || abort_.load() || engine.state.ended) return false;
   size_t bytes = 0;
   auto drivable = [&bytes](const std::unique_ptr<LocalOp>& op) {
-    bytes += op->payloadBytes;
+    if (op->spec.device == kHostDevice) bytes += op->payloadBytes;  // host temporaries only
     return op->callerDrivable;
   };
   if (!std::all_of(incoming_.begin(), incoming_.end(), drivable) ||
