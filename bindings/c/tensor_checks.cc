@@ -62,8 +62,8 @@ hcoll_status_t checkTensor(const CheckContext& ctx, const hcoll_tensor_t* t, Ten
     return invalid(ctx, "device " + std::to_string(t->device) + " is neither HCOLL_DEVICE_HOST nor a CUDA ordinal");
   }
   if (t->device != HCOLL_DEVICE_HOST) {
-    if (Status s = runtime::Runtime::checkDeviceMemory(t->device, elements > 0 ? t->data : nullptr);
-        !s.isOk()) {
+    const void* data = elements > 0 ? t->data : nullptr;  // an empty tensor's pointer is unused
+    if (Status s = runtime::Runtime::checkDeviceMemory(t->device, data); !s.isOk()) {
       return toC(Status(s.code(), std::string(ctx.function) + ": " + ctx.where() + ": " +
                                       s.message()));
     }

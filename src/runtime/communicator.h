@@ -168,9 +168,9 @@ class Communicator {
   // Above this many bytes of host memory in one round a caller leaves the work to the thread
   // (CUDA operations do not count: no host temporaries): the fixed cost caller progress saves is
   // noise there, and a backend's collectives may allocate temporary buffers of the message's
-  // size in the calling thread. From the application's main thread
-  // (glibc's main arena) a fused 27 MiB allreduce then ran at 85 ms instead of 14 ms in half of
-  // the steps (page faults on re-grown heap memory); the thread's arena maps them afresh.
+  // size in the calling thread. From the application's main thread (glibc's main arena) a fused
+  // 27 MiB allreduce then ran at 85 ms instead of 14 ms in half of the steps (page faults on
+  // re-grown heap memory); the thread's arena maps them afresh.
   static constexpr size_t kCallerMaxBytes = 4u << 20;
   static constexpr std::chrono::milliseconds kDrivenTick{5};
   static constexpr int kDrivenQuietTicks = 20;
