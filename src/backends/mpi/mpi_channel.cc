@@ -489,7 +489,7 @@ PendingPtr MpiChannel::broadcastBytes(std::vector<uint8_t>* buf) {
 PendingPtr MpiChannel::allreduce(const void* send, void* recv, size_t count, DataType dtype,
                                  ReduceOp op) {
   if (reducesInFloat32(dtype, op)) {
-    auto wide = widePool_->take(count);
+    auto wide = std::make_unique<WideBuffer>(*widePool_, count);
     wide->widen(send != nullptr ? send : recv, 0, count, dtype);
     PendingPtr inner = allreduce(nullptr, wide->data(), count, DataType::kFloat32, op);
     return narrowWhenDone(std::move(inner), std::move(wide), 0, count, dtype, recv, widePool_);
@@ -642,7 +642,7 @@ PendingPtr MpiChannel::reduceScatter(const void* send, void* recv,
     size_t total = 0;
     for (size_t c : recvCounts) total += c;
     const size_t mine = recvCounts[static_cast<size_t>(rank_)];
-    auto wide = widePool_->take(total + mine);
+    auto wide = std::make_unique<WideBuffer>(*widePool_, total + mine);
     wide->widen(send, 0, total, dtype);
     PendingPtr inner =
         reduceScatter(wide->data(), wide->data() + total, recvCounts, DataType::kFloat32, op);

@@ -99,9 +99,10 @@ class MpiChannel final : public Channel {
   std::vector<MPI_Request> noteSends_;
   std::deque<uint64_t> noteValues_;
   std::vector<uint64_t> notedRound_;
-  // Scratch float32 buffers of float16/bfloat16 sums (mpi_widen.h), reused across calls.
-  std::shared_ptr<WidePool> widePool_ = std::make_shared<WidePool>();
-  // Where the point-to-point reduce-scatter receives (mpi_p2p.h), reused across calls.
+  // Scratch kept across calls (mpi_scratch.h), one pool per use (a widened reduction holds a
+  // buffer of each at once): float32 copies of float16/bfloat16 sums (mpi_widen.h), and where
+  // the point-to-point reduce-scatter receives (mpi_p2p.h).
+  std::shared_ptr<ScratchPool> widePool_ = std::make_shared<ScratchPool>();
   std::shared_ptr<ScratchPool> reduceScratch_ = std::make_shared<ScratchPool>();
 };
 

@@ -18,11 +18,11 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "backends/backend.h"
 #include "backends/mpi/mpi_local_reduce.h"
+#include "backends/mpi/mpi_scratch.h"
 
 namespace hcoll::backends::mpi {
 
@@ -50,26 +50,6 @@ PendingPtr pointToPointAlltoall(MPI_Comm comm, int rank, int size, const void* s
 PendingPtr pointToPointAllgatherv(MPI_Comm comm, int rank, int size, const void* send,
                                   size_t sendBytes, void* recv,
                                   const std::vector<size_t>& recvBytes);
-
-// Where the point-to-point reduce-scatter receives its peers' contributions: the last buffer is
-// kept for the next operation (fresh memory costs a page fault per 4 KiB on first touch, and
-// MPICH's own reduce-scatter allocating a temporary per call took ~1 ms at 128 KiB on the test VM
-// once freed pages went back to the host). One per channel; a concurrent operation just
-// allocates. Buffers above kMaxPooledBytes are not kept.
-class ScratchPool {
- public:
-  static constexpr size_t kMaxPooledBytes = size_t{1} << 30;
-  struct Buffer {
-    std::unique_ptr<uint8_t[]> bytes;
-    size_t capacity = 0;
-  };
-  Buffer take(size_t bytes);
-  void give(Buffer buffer);
-
- private:
-  std::mutex mutex_;
-  Buffer spare_;
-};
 
 // Rank r's block of `reduction` (mpi_local_reduce.h) of every rank's `send`, rank-major blocks
 // of counts[j] elements, into `recv` (which must not overlap `send`): block j goes to rank j;

@@ -10,7 +10,7 @@ namespace {
 class NarrowingPending final : public Pending {
  public:
   NarrowingPending(PendingPtr inner, std::unique_ptr<WideBuffer> wide, size_t offset, size_t count,
-                   DataType dtype, void* dst, std::shared_ptr<WidePool> pool)
+                   DataType dtype, void* dst, std::shared_ptr<ScratchPool> pool)
       : pool_(std::move(pool)),
         wide_(std::move(wide)),
         inner_(std::move(inner)),
@@ -27,12 +27,13 @@ class NarrowingPending final : public Pending {
     if (!inner_->poll(status)) return false;
     done_ = true;
     if (status->isOk()) wide_->narrow(offset_, count_, dtype_, dst_);
-    pool_->give(std::move(wide_));
+    pool_->give(wide_->release());
+    wide_.reset();
     return true;
   }
 
  private:
-  std::shared_ptr<WidePool> pool_;
+  std::shared_ptr<ScratchPool> pool_;
   std::unique_ptr<WideBuffer> wide_;  // declared before inner_: outlives it
   PendingPtr inner_;
   size_t offset_, count_;
@@ -50,7 +51,7 @@ bool reducesInFloat32(DataType dtype, ReduceOp op) {
 
 void WideBuffer::widen(const void* src, size_t offset, size_t count, DataType dtype) {
   const auto* in = static_cast<const uint16_t*>(src);
-  float* out = values_.get() + offset;
+  float* out = data() + offset;
   if (dtype == DataType::kBfloat16) {
     for (size_t i = 0; i < count; ++i) out[i] = bfloat16ToFloat(in[i]);
   } else {
@@ -58,8 +59,8 @@ void WideBuffer::widen(const void* src, size_t offset, size_t count, DataType dt
   }
 }
 
-void WideBuffer::narrow(size_t offset, size_t count, DataType dtype, void* dst) const {
-  const float* in = values_.get() + offset;
+void WideBuffer::narrow(size_t offset, size_t count, DataType dtype, void* dst) {
+  const float* in = data() + offset;
   auto* out = static_cast<uint16_t*>(dst);
   if (dtype == DataType::kBfloat16) {
     for (size_t i = 0; i < count; ++i) out[i] = floatToBfloat16(in[i]);
@@ -68,21 +69,9 @@ void WideBuffer::narrow(size_t offset, size_t count, DataType dtype, void* dst) 
   }
 }
 
-std::unique_ptr<WideBuffer> WidePool::take(size_t count) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (spare_ && spare_->capacity() >= count) return std::move(spare_);
-  spare_.reset();  // too small: replaced by the new one when that comes back
-  return std::make_unique<WideBuffer>(count);
-}
-
-void WidePool::give(std::unique_ptr<WideBuffer> buffer) {
-  if (!buffer || buffer->capacity() * sizeof(float) > kMaxPooledBytes) return;
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!spare_ || spare_->capacity() < buffer->capacity()) spare_ = std::move(buffer);
-}
-
 PendingPtr narrowWhenDone(PendingPtr inner, std::unique_ptr<WideBuffer> wide, size_t offset,
-                          size_t count, DataType dtype, void* dst, std::shared_ptr<WidePool> pool) {
+                          size_t count, DataType dtype, void* dst,
+                          std::shared_ptr<ScratchPool> pool) {
   return std::make_unique<NarrowingPending>(std::move(inner), std::move(wide), offset, count, dtype,
                                             dst, std::move(pool));
 }
