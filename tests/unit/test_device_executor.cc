@@ -16,6 +16,7 @@
 
 #include "backends/device.h"
 #include "fusion/fusion_allocator.h"
+#include "executor_scaffold.h"
 #include "runtime/executor.h"
 #include "stub_channel.h"
 
@@ -170,17 +171,10 @@ class OneRank final : public htest::StubChannel {
 };
 
 // Two fused allreduces of 4 float32 each, on "device 0", one caller stream.
-struct Fixture {
+struct Fixture : htest::ExecutorScaffold<OneRank> {
   Script script;
   FakeBackend backend{script};
   HostMemory memory;
-  OneRank channel;
-  hcoll::runtime::Config config;
-  std::atomic<bool> abort{false};
-  std::atomic<bool> closeRequested{false};
-  hcoll::runtime::Liveness liveness{channel, 0.0};
-  hcoll::runtime::CommStats stats;
-  std::vector<std::pair<std::string, Status>> finishedOps;
   float data[2][4] = {{1, 2, 3, 4}, {5, 6, 7, 8}};
   float outData[2][4] = {};
   int callerStream = 0;
@@ -198,11 +192,7 @@ struct Fixture {
   }
 
   void runBatch() {
-    hcoll::runtime::Executor executor(
-        channel, config, liveness, closeRequested, abort, stats,
-        [this](std::unique_ptr<hcoll::runtime::LocalOp> op, const Status& s) {
-          finishedOps.emplace_back(op->spec.name, s);
-        });
+    hcoll::runtime::Executor executor = makeExecutor();
     hcoll::runtime::PendingOps pending;
     std::vector<hcoll::runtime::ResponsePtr> responses;
     for (int k = 0; k < ops; ++k) {

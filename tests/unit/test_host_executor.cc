@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "executor_scaffold.h"
 #include "runtime/executor.h"
 #include "stub_channel.h"
 
@@ -37,25 +38,10 @@ class ThrowingChannel final : public htest::StubChannel {
 };
 
 template <typename ChannelType>
-struct HostFixture {
-  explicit HostFixture(Status channelResult) : channel(std::move(channelResult)) {}
-  ChannelType channel;
-  hcoll::runtime::Config config;
-  std::atomic<bool> abort{false};
-  std::atomic<bool> closeRequested{false};
-  hcoll::runtime::Liveness liveness{channel, 0.0};
-  hcoll::runtime::CommStats stats;
-  std::vector<std::pair<std::string, Status>> finishedOps;
+struct HostFixture : htest::ExecutorScaffold<ChannelType> {
+  explicit HostFixture(Status channelResult)
+      : htest::ExecutorScaffold<ChannelType>(std::move(channelResult)) {}
   float data[1024] = {};
-
-  // An executor over `channel` that records how each operation finished in finishedOps.
-  hcoll::runtime::Executor executor() {
-    return hcoll::runtime::Executor(
-        channel, config, liveness, closeRequested, abort, stats,
-        [this](std::unique_ptr<hcoll::runtime::LocalOp> op, const Status& s) {
-          finishedOps.emplace_back(op->spec.name, s);
-        });
-  }
 
   // One host allreduce of 1024 float32 named `name`, through `executor`.
   void run(hcoll::runtime::Executor& executor, const std::string& name) {
@@ -74,6 +60,20 @@ struct HostFixture {
     executor.execute({response}, pending);
     CHECK(pending.empty());
   }
+
+  // Two operations through one executor: the first fails with `code` and stops the communicator
+  // (the communicator's loop then tells the peers: communicator_loop.cc), and nothing more runs
+  // on the data plane: the second fails with the same status. Nothing is thrown.
+  void expectFirstFailureStopsIt(Code code) {
+    hcoll::runtime::Executor executor = this->makeExecutor();
+    REQUIRE_NOTHROW(run(executor, "first"));
+    REQUIRE(this->finishedOps.size() == 1);
+    CHECK(this->finishedOps[0].second.code() == code);
+    CHECK(executor.failure().code() == code);
+    REQUIRE_NOTHROW(run(executor, "second"));
+    REQUIRE(this->finishedOps.size() == 2);
+    CHECK(this->finishedOps[1].second.code() == code);
+  }
 };
 
 }  // namespace
@@ -81,16 +81,7 @@ struct HostFixture {
 TEST_CASE("Executor host path: a backend failure in a data phase stops the communicator",
           "[executor]") {
   HostFixture<FailingChannel> f(Status(Code::kBackend, "MPI_Testall failed: Other MPI error"));
-  hcoll::runtime::Executor executor = f.executor();
-  f.run(executor, "first");
-  REQUIRE(f.finishedOps.size() == 1);
-  CHECK(f.finishedOps[0].second.code() == Code::kBackend);
-  // The communicator's loop stops on this and tells the peers (communicator_loop.cc).
-  CHECK(executor.failure().code() == Code::kBackend);
-  // Nothing more runs on the data plane: a later operation fails with the same status.
-  f.run(executor, "second");
-  REQUIRE(f.finishedOps.size() == 2);
-  CHECK(f.finishedOps[1].second.code() == Code::kBackend);
+  f.expectFirstFailureStopsIt(Code::kBackend);
 }
 
 TEST_CASE("Executor host path: an operation refused whole on every rank does not stop it",
@@ -98,7 +89,7 @@ TEST_CASE("Executor host path: an operation refused whole on every rank does not
   // UNSUPPORTED from the backend is decided from negotiated sizes, alike on every rank, before
   // any message: the operation fails, the communicator goes on.
   HostFixture<FailingChannel> f(Status(Code::kUnsupported, "more than 2 GiB per rank"));
-  hcoll::runtime::Executor executor = f.executor();
+  hcoll::runtime::Executor executor = f.makeExecutor();
   f.run(executor, "refused");
   REQUIRE(f.finishedOps.size() == 1);
   CHECK(f.finishedOps[0].second.code() == Code::kUnsupported);
@@ -114,12 +105,5 @@ TEST_CASE(
   // failed MPI call (this rank may have posted part of its messages, or none while its peers
   // wait for them).
   HostFixture<ThrowingChannel> f(Status::ok());
-  hcoll::runtime::Executor executor = f.executor();
-  REQUIRE_NOTHROW(f.run(executor, "throws"));
-  REQUIRE(f.finishedOps.size() == 1);
-  CHECK(f.finishedOps[0].second.code() == Code::kNoMemory);
-  CHECK(executor.failure().code() == Code::kNoMemory);
-  REQUIRE_NOTHROW(f.run(executor, "after"));
-  REQUIRE(f.finishedOps.size() == 2);
-  CHECK(f.finishedOps[1].second.code() == Code::kNoMemory);
+  f.expectFirstFailureStopsIt(Code::kNoMemory);
 }
