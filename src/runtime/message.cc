@@ -42,7 +42,10 @@ std::string Response::malformation(int size) const {
 
 bool Response::matchesLocal(const OpSpec& local, int rank, int size) const {
   const OpSpec& s = spec;
-  if (local.name != s.name || local.kind != s.kind || local.op != s.op ||
+  // Automatic names differ on every call: such a response is replayed by the next automatically
+  // named call of the same shape, under that call's name (ResponseCache::keyOf).
+  if (local.autoNamed != s.autoNamed || (!s.autoNamed && local.name != s.name)) return false;
+  if (local.kind != s.kind || local.op != s.op ||
       local.prescale != s.prescale || local.postscale != s.postscale || local.root != s.root ||
       (local.device == kHostDevice) != (s.device == kHostDevice) ||
       local.members.size() != s.members.size()) {

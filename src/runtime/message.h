@@ -78,7 +78,8 @@ struct Response {
   // corrupt or foreign one.
   std::string malformation(int size) const;
   // Whether this rank's own spec is what this cached response was made from, so that the
-  // response can be replayed without asking the coordinator.
+  // response can be replayed without asking the coordinator (automatically named: any such
+  // call of the same shape; the negotiator renames the replay).
   bool matchesLocal(const OpSpec& local, int rank, int size) const;
   // Rows of member m's output on `rank` (allgather, reducescatter, alltoall): what a caller's
   // output must hold (exactly; alltoall: at least).

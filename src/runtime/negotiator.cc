@@ -20,6 +20,28 @@ constexpr uint64_t kCoordinatorWaiting = 1ull << 3;  // rank 0 has unfinished bu
 constexpr uint64_t kOrMask = 0xffffffffull;
 constexpr uint64_t kAllClosing = 1ull << 32;
 
+// The exchanged words: the flags, the automatic-name check and its complement (AND-reducing both
+// tells whether every rank sent the same value), then one bit per cache slot.
+constexpr size_t kFlagsWord = 0;
+constexpr size_t kAutoCheckWord = 1;
+constexpr size_t kAutoCheckComplementWord = 2;
+constexpr size_t kFirstSlotWord = 3;
+
+// splitmix64's finalizer: spreads (slot, name) pairs over 64 bits for the automatic-name check.
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// FNV-1a: the same on every rank whatever standard library built it.
+uint64_t hashName(const std::string& name) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
 // An op cached but not replayed for this long is announced in full, so that the coordinator
 // sees it and the stall inspector can name who is missing.
 constexpr auto kAnnounceCachedAfter = std::chrono::seconds(1);
@@ -67,13 +89,32 @@ void Negotiator::beginRound(PendingOps& pending, bool closing) {
   entryStartedAt_ = now;
   entryNoted_ = false;
   entryWarned_ = false;
-  words_.assign(1 + (slots + 63) / 64, 0);
+  words_.assign(kFirstSlotWord + (slots + 63) / 64, 0);
+  autoMarks_.clear();
 
   uint64_t flags = closing ? kAnyClosing : 0;
+  uint64_t autoCheck = 0;
   for (auto& op : pending.all()) {
     if (op->spec.kind == OpKind::kJoin) flags |= kAnyJoined;
-    int slot = slots ? cache_.lookup(op->spec, rank, size) : -1;
-    if (slot >= 0) words_[1 + slot / 64] |= 1ull << (slot % 64);
+    int slot = -1;
+    if (slots != 0 && !op->autoReplayRefused) {
+      const bool autoNamed = op->spec.autoNamed;
+      if (autoNamed && op->cacheKey.empty()) op->cacheKey = ResponseCache::keyOf(op->spec);
+      slot = cache_.lookup(op->spec, autoNamed ? op->cacheKey : op->spec.name, rank, size);
+    }
+    if (slot >= 0) {
+      uint64_t& word = words_[kFirstSlotWord + slot / 64];
+      const uint64_t bit = 1ull << (slot % 64);
+      // Automatically named calls of one shape share a slot: the oldest goes first, the next
+      // one in a later round (still a cache hit: not announced).
+      if (!op->spec.autoNamed || (word & bit) == 0) {
+        word |= bit;
+        if (op->spec.autoNamed) {
+          autoMarks_.emplace_back(slot, op->spec.name);
+          autoCheck += mix(hashName(op->spec.name) ^ mix(static_cast<uint64_t>(slot)));
+        }
+      }
+    }
     if (!op->announced && (slot < 0 || now - op->submittedAt > kAnnounceCachedAfter)) {
       flags |= kAnyUnannounced;
     }
@@ -81,7 +122,9 @@ void Negotiator::beginRound(PendingOps& pending, bool closing) {
   if (coordinator_ && !coordinator_->empty() && now - lastInspection_ > kInspectEvery) {
     flags |= kCoordinatorWaiting;
   }
-  words_[0] = (~flags & kOrMask) | (closing ? kAllClosing : 0);
+  words_[kFlagsWord] = (~flags & kOrMask) | (closing ? kAllClosing : 0);
+  words_[kAutoCheckWord] = autoCheck;
+  words_[kAutoCheckComplementWord] = ~autoCheck;
   entry_ = channel_.allreduceBitsAnd(words_.data(), words_.size());
 }
 
@@ -102,20 +145,10 @@ Status Negotiator::round(PendingOps& pending, bool closing, RoundResult* out,
     return s;
   }
   entry_.reset();
-  const uint64_t anyFlags = ~words_[0] & kOrMask;
-  out->allClosing = (words_[0] & kAllClosing) != 0;
+  const uint64_t anyFlags = ~words_[kFlagsWord] & kOrMask;
+  out->allClosing = (words_[kFlagsWord] & kAllClosing) != 0;
   out->anyClosing = (anyFlags & kAnyClosing) != 0;
-
-  // Operations every rank has ready and cached run straight away, in slot order: the first
-  // fromCache responses.
-  replayedSlots_.clear();
-  for (size_t slot = 0; slot < slots; ++slot) {
-    if ((words_[1 + slot / 64] >> (slot % 64)) & 1) {
-      out->responses.push_back(cache_.shared(static_cast<int>(slot)));
-      replayedSlots_.push_back(static_cast<int>(slot));
-    }
-  }
-  out->fromCache = out->responses.size();
+  replayCached(slots, out);
   if (coordinator_) {
     for (const ResponsePtr& r : out->responses) coordinator_->forget(r->spec.name);
   }
@@ -131,10 +164,43 @@ Status Negotiator::round(PendingOps& pending, bool closing, RoundResult* out,
     if (r.cacheable()) {
       cache_.put(out->responses[i]);
     } else {
-      cache_.erase(r.spec.name);
+      cache_.erase(ResponseCache::keyOf(r.spec));
     }
   }
   return Status::ok();
+}
+
+void Negotiator::replayCached(size_t slots, RoundResult* out) {
+  // An automatically named response replays under the name each rank gave its own call. The
+  // ranks agree on that name only if they marked the same calls: every rank sent the same check
+  // (AND of the checks == NOT of the AND of their complements). Otherwise (a rank is a call
+  // ahead, or its calls differ) none replays: the marked calls go to the coordinator, which pairs
+  // them by name, from the next round on.
+  const bool autoAgreed = words_[kAutoCheckWord] == ~words_[kAutoCheckComplementWord];
+  if (!autoAgreed) {
+    for (const auto& [slot, name] : autoMarks_) {
+      if (LocalOp* op = roundPending_->find(name)) op->autoReplayRefused = true;
+    }
+  }
+  // Operations every rank has ready and cached run straight away, in slot order: the first
+  // fromCache responses.
+  replayedSlots_.clear();
+  for (size_t slot = 0; slot < slots; ++slot) {
+    if (((words_[kFirstSlotWord + slot / 64] >> (slot % 64)) & 1) == 0) continue;
+    const ResponsePtr& cached = cache_.shared(static_cast<int>(slot));
+    if (!cached->spec.autoNamed) {
+      out->responses.push_back(cached);
+    } else {
+      auto mark = std::find_if(autoMarks_.begin(), autoMarks_.end(),
+                               [&](const auto& m) { return m.first == static_cast<int>(slot); });
+      if (!autoAgreed || mark == autoMarks_.end()) continue;
+      auto renamed = std::make_shared<Response>(*cached);
+      renamed->spec.name = mark->second;
+      out->responses.push_back(std::move(renamed));
+    }
+    replayedSlots_.push_back(static_cast<int>(slot));
+  }
+  out->fromCache = out->responses.size();
 }
 
 Status Negotiator::exchangeWithCoordinator(PendingOps& pending, size_t replayed,

@@ -7,6 +7,8 @@
 #include <atomic>
 #include <memory>
 #include <set>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/backend.h"
@@ -77,6 +79,8 @@ class Negotiator {
                          std::chrono::steady_clock::time_point::max());
   // Starts the round's readiness allreduce over `pending` (entry_).
   void beginRound(PendingOps& pending, bool closing);
+  // Appends to out->responses what every rank marked in the ANDed words, sets out->fromCache.
+  void replayCached(size_t slots, RoundResult* out);
   // "ranks [2] (not in this negotiation round; ranks [1] are)" when the channel can tell, else
   // "the other N rank(s) of the communicator".
   std::string describeMissing(bool entry);
@@ -93,6 +97,8 @@ class Negotiator {
   std::set<std::string> warned_;
   std::vector<uint64_t> words_;
   std::vector<int> replayedSlots_;  // this round's cache hits (kept: no allocation per round)
+  // This round's automatically named calls marked in the words: (slot, the call's name).
+  std::vector<std::pair<int, std::string>> autoMarks_;
   const FlightRecorder* recorder_;
   PendingOps* roundPending_ = nullptr;  // during round()
   bool roundClosing_ = false;

@@ -1,22 +1,57 @@
 #include "runtime/response_cache.h"
 
-namespace hcoll::runtime {
+#include <cstring>
 
-int ResponseCache::lookup(const OpSpec& local, int rank, int size) const {
-  auto it = byName_.find(local.name);
-  if (it == byName_.end()) return -1;
+#include "common/op_traits.h"
+
+namespace hcoll::runtime {
+namespace {
+
+template <typename T>
+void append(std::string* key, const T& value) {
+  char bytes[sizeof(T)];
+  std::memcpy(bytes, &value, sizeof(T));
+  key->append(bytes, sizeof(T));
+}
+
+}  // namespace
+
+std::string ResponseCache::keyOf(const OpSpec& spec) {
+  if (!spec.autoNamed) return spec.name;
+  // Only what matchesLocal compares across ranks: a response's spec is the lowest announcing
+  // rank's, and every rank must file it under the same key for the slots to agree.
+  std::string key(1, '\0');
+  append(&key, static_cast<uint8_t>(spec.kind));
+  append(&key, static_cast<uint8_t>(spec.op));
+  append(&key, spec.prescale);
+  append(&key, spec.postscale);
+  append(&key, spec.root);
+  append(&key, static_cast<uint8_t>(spec.device == kHostDevice));
+  const bool dim0Varies = traitsOf(spec.kind).dim0Varies;
+  for (const MemberSpec& m : spec.members) {
+    append(&key, static_cast<uint8_t>(m.dtype));
+    append(&key, static_cast<uint32_t>(m.shape.size()));
+    for (size_t d = dim0Varies ? 1 : 0; d < m.shape.size(); ++d) append(&key, m.shape[d]);
+  }
+  return key;
+}
+
+int ResponseCache::lookup(const OpSpec& local, const std::string& key, int rank,
+                          int size) const {
+  auto it = byKey_.find(key);
+  if (it == byKey_.end()) return -1;
   return slots_[it->second]->response->matchesLocal(local, rank, size) ? it->second : -1;
 }
 
 void ResponseCache::put(ResponsePtr response) {
   if (!enabled()) return;
-  const std::string& name = response->spec.name;
-  if (auto it = byName_.find(name); it != byName_.end()) {
-    slots_[it->second]->response = response;
+  std::string key = keyOf(response->spec);
+  if (auto it = byKey_.find(key); it != byKey_.end()) {
+    slots_[it->second]->response = std::move(response);
     touch(it->second);
     return;
   }
-  if (byName_.size() >= capacity_) erase(slots_[lru_.back()]->response->spec.name);
+  if (byKey_.size() >= capacity_) erase(slots_[lru_.back()]->key);
   int slot;
   if (!freeSlots_.empty()) {
     slot = *freeSlots_.begin();
@@ -26,8 +61,8 @@ void ResponseCache::put(ResponsePtr response) {
     slots_.emplace_back();
   }
   lru_.push_front(slot);
-  byName_[name] = slot;
-  slots_[slot] = Entry{std::move(response), lru_.begin()};
+  byKey_[key] = slot;
+  slots_[slot] = Entry{std::move(response), std::move(key), lru_.begin()};
 }
 
 void ResponseCache::touch(int slot) {
@@ -35,13 +70,13 @@ void ResponseCache::touch(int slot) {
   lru_.splice(lru_.begin(), lru_, e.lruPosition);
 }
 
-void ResponseCache::erase(const std::string& name) {
-  auto it = byName_.find(name);
-  if (it == byName_.end()) return;
+void ResponseCache::erase(const std::string& key) {
+  auto it = byKey_.find(key);
+  if (it == byKey_.end()) return;
   int slot = it->second;
   lru_.erase(slots_[slot]->lruPosition);
   slots_[slot].reset();
-  byName_.erase(it);
+  byKey_.erase(it);
   freeSlots_.insert(slot);
   // Trim trailing holes so the exchanged bit vector stays short.
   while (!slots_.empty() && !slots_.back()) {

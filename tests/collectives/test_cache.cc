@@ -1,8 +1,13 @@
 // The response cache: repeated named operations are served by the bit-vector fast path (cache
 // hits, no coordinator round), a changed shape invalidates the entry, and capacity 0 turns the
-// cache off without changing any result.
+// cache off without changing any result. Unnamed calls ("<op>.<n>") are cached by shape: the same
+// calls in the same order hit, and ranks whose unnamed calls differ are paired by name as
+// without the cache (never one call's data with another's).
+#include <chrono>
 #include <cstdlib>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "support/test_util.h"
@@ -39,6 +44,55 @@ StepDelta namedStep(const std::string& prefix, int count, int64_t elems) {
     HREQUIRE(ts[k].get(ts[k].elements() - 1) == n * (n - 1) / 2 + n * k);
   }
   return {after.cache_hits - before.cache_hits, after.slow_path_negotiations - before.slow_path_negotiations};
+}
+
+// One step of unnamed calls: allreduces of `count` sizes, a broadcast and an allgather, each
+// tensor holding values that tell the calls apart; checks every result, returns the counters.
+StepDelta unnamedStep(int count, int step) {
+  const int r = worldRank(), n = worldSize();
+  std::vector<std::unique_ptr<Tensor>> ts;
+  std::vector<hcoll_request_t> reqs;
+  auto before = commStats(world());
+  for (int k = 0; k < count; ++k) {
+    ts.push_back(std::make_unique<Tensor>(HCOLL_FLOAT32, std::vector<int64_t>{8 + k}));
+    for (int64_t i = 0; i < 8 + k; ++i) ts.back()->set(i, r + 10 * k + 1000 * step);
+    auto d = ts.back()->desc();
+    reqs.emplace_back();
+    HCOLL_REQUIRE_OK(hcoll_allreduce(world(), nullptr, &d, &d, HCOLL_SUM, 1.0, 1.0, &reqs.back()));
+  }
+  Tensor bc(HCOLL_INT32, {4});
+  for (int64_t i = 0; i < 4; ++i) bc.set(i, r == 0 ? step : -1);
+  auto bd = bc.desc();
+  reqs.emplace_back();
+  HCOLL_REQUIRE_OK(hcoll_broadcast(world(), nullptr, &bd, 0, &reqs.back()));
+  Tensor ag(HCOLL_INT32, {2});
+  for (int64_t i = 0; i < 2; ++i) ag.set(i, r + step);
+  auto agd = ag.desc();
+  hcoll_request_t agReq;
+  HCOLL_REQUIRE_OK(hcoll_allgather(world(), nullptr, &agd, &agReq));
+  for (auto req : reqs) HCOLL_REQUIRE_OK(waitAndFree(req));
+  HCOLL_REQUIRE_OK(hcoll_wait(agReq, 30));
+  hcoll_tensor_t out;
+  HCOLL_REQUIRE_OK(hcoll_request_output(agReq, 0, &out));
+  HREQUIRE(outputElements(out) == 2 * n);
+  for (int q = 0; q < n; ++q) HREQUIRE(outputElement(out, 2 * q + 1) == q + step);
+  hcoll_request_free(agReq);
+  auto after = commStats(world());
+  for (int k = 0; k < count; ++k) {
+    HREQUIRE(ts[k]->get(7 + k) == n * (n - 1) / 2 + n * (10 * k + 1000 * step));
+  }
+  HREQUIRE(bc.get(3) == step);
+  return {after.cache_hits - before.cache_hits,
+          after.slow_path_negotiations - before.slow_path_negotiations};
+}
+
+// An unnamed float32 allreduce of `elems` elements, all `value`; returns its request.
+hcoll_request_t unnamedAllreduce(Tensor& t, float value) {
+  for (int64_t i = 0; i < t.elements(); ++i) t.set(i, value);
+  auto d = t.desc();
+  hcoll_request_t req;
+  HCOLL_REQUIRE_OK(hcoll_allreduce(world(), nullptr, &d, &d, HCOLL_SUM, 1.0, 1.0, &req));
+  return req;
 }
 
 bool cacheDisabled() {
@@ -109,6 +163,76 @@ HTEST_CASE("cache: grouped operations are cached as one entry", "[cache]") {
       HCHECK(after.slow_path_negotiations == before.slow_path_negotiations);
       HCHECK(after.backend_calls - before.backend_calls == 1);
     }
+  }
+}
+
+HTEST_CASE("cache: unnamed calls in the same order on every rank take the fast path", "[cache]") {
+  if (cacheDisabled()) return;
+  StepDelta first = unnamedStep(5, 0);
+  HCHECK(first.slow >= 1);
+  for (int step = 1; step < 5; ++step) {
+    HINFO("step " << step);
+    StepDelta d = unnamedStep(5, step);
+    HCHECK(d.hits == 7);  // 5 allreduces, the broadcast, the allgather
+    HCHECK(d.slow == 0);
+  }
+}
+
+HTEST_CASE("cache: a rank a call ahead still pairs unnamed calls by name", "[cache]") {
+  if (cacheDisabled()) return;
+  const int r = worldRank(), n = worldSize();
+  Tensor warm(HCOLL_FLOAT32, {6});
+  HCOLL_REQUIRE_OK(waitAndFree(unnamedAllreduce(warm, 1)));  // the shape is cached from here on
+  HCOLL_REQUIRE_OK(waitAndFree(unnamedAllreduce(warm, 1)));
+  for (int step = 0; step < 5; ++step) {
+    // Rank 0 submits two calls of the cached shape at once; the others submit the second only
+    // after the first completed, a moment later: rounds see rank 0 one call ahead.
+    Tensor a(HCOLL_FLOAT32, {6}), b(HCOLL_FLOAT32, {6});
+    hcoll_request_t qa = unnamedAllreduce(a, 1.0f + static_cast<float>(r));
+    hcoll_request_t qb = 0;
+    if (r == 0) qb = unnamedAllreduce(b, 100.0f * static_cast<float>(r + 1));
+    HCOLL_REQUIRE_OK(waitAndFree(qa));
+    if (r != 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      qb = unnamedAllreduce(b, 100.0f * static_cast<float>(r + 1));
+    }
+    HCOLL_REQUIRE_OK(waitAndFree(qb));
+    HREQUIRE(a.get(5) == n * (n + 1) / 2);
+    HREQUIRE(b.get(5) == 100 * n * (n + 1) / 2);
+  }
+}
+
+HTEST_CASE("cache: ranks whose unnamed calls differ fail with MISMATCH, never swap data",
+           "[cache]") {
+  if (cacheDisabled()) return;
+  const int r = worldRank(), n = worldSize();
+  Tensor small(HCOLL_FLOAT32, {4});
+  HCOLL_REQUIRE_OK(waitAndFree(unnamedAllreduce(small, 1)));  // shape {4} cached
+  HCOLL_REQUIRE_OK(waitAndFree(unnamedAllreduce(small, 1)));
+  // Rank 0 makes an extra unnamed call of another shape first: its {4} call is the next name
+  // on, so on every rank call <n> pairs {8} with {4} (MISMATCH), although both ranks' {4} calls
+  // hit the cache and the slot alone would have paired them.
+  Tensor extra(HCOLL_FLOAT32, {8}), mine(HCOLL_FLOAT32, {4});
+  hcoll_request_t qExtra = 0;
+  if (r == 0) qExtra = unnamedAllreduce(extra, 5);
+  hcoll_request_t qMine = unnamedAllreduce(mine, 7);
+  if (r == 0) {
+    HREQUIRE(waitAndFree(qExtra) == HCOLL_ERR_MISMATCH);
+    HREQUIRE(mine.get(0) == 7);  // untouched until its partner arrives
+  } else {
+    HREQUIRE(waitAndFree(qMine) == HCOLL_ERR_MISMATCH);
+    HREQUIRE(mine.get(3) == 7);  // nothing written
+    // The other ranks catch up: their next unnamed call pairs with rank 0's pending one.
+    qMine = unnamedAllreduce(mine, 9);
+  }
+  HCOLL_REQUIRE_OK(waitAndFree(qMine));
+  HREQUIRE(mine.get(3) == 7 + 9 * (n - 1));
+  // And the cache serves the agreed calls again.
+  for (int step = 0; step < 3; ++step) {
+    auto before = commStats(world());
+    HCOLL_REQUIRE_OK(waitAndFree(unnamedAllreduce(small, static_cast<float>(r))));
+    HREQUIRE(small.get(3) == n * (n - 1) / 2);
+    if (step > 0) HCHECK(commStats(world()).cache_hits - before.cache_hits == 1);
   }
 }
 

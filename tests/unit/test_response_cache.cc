@@ -142,3 +142,58 @@ TEST_CASE("response cache: erase leaves holes reused lowest first; trailing hole
   c.put(cached("z"));
   REQUIRE(c.lookup(allreduce("z").spec, 0, 2) == 0);
 }
+
+TEST_CASE("response cache: automatically named operations are cached by shape", "[cache]") {
+  ResponseCache c(4);
+  Response first = allreduce("allreduce.0", 4);
+  first.spec.autoNamed = true;
+  c.put(std::make_shared<const Response>(first));
+  // The next unnamed call of the same shape has a new name and still finds it.
+  OpSpec next = allreduce("allreduce.1", 4).spec;
+  next.autoNamed = true;
+  REQUIRE(ResponseCache::keyOf(next) == ResponseCache::keyOf(first.spec));
+  REQUIRE(c.lookup(next, 0, 2) == 0);
+  // Another shape, reduction or scale is another key; a named operation never matches it.
+  OpSpec other = next;
+  other.members[0].shape = {5};
+  REQUIRE(ResponseCache::keyOf(other) != ResponseCache::keyOf(next));
+  REQUIRE(c.lookup(other, 0, 2) == -1);
+  other = next;
+  other.op = ReduceOp::kMax;
+  REQUIRE(c.lookup(other, 0, 2) == -1);
+  other = next;
+  other.postscale = 0.5;
+  REQUIRE(c.lookup(other, 0, 2) == -1);
+  REQUIRE(c.lookup(allreduce("allreduce.1", 4).spec, 0, 2) == -1);
+  // A named operation is keyed by its name, which can never be an automatic key.
+  REQUIRE(ResponseCache::keyOf(allreduce("a").spec) == "a");
+  REQUIRE(ResponseCache::keyOf(next).front() == '\0');
+  // A later response of the same shape replaces it in place; erasing by key frees the slot.
+  Response later = allreduce("allreduce.7", 4);
+  later.spec.autoNamed = true;
+  c.put(std::make_shared<const Response>(later));
+  REQUIRE(c.size() == 1);
+  REQUIRE(c.at(0).spec.name == "allreduce.7");
+  c.erase(ResponseCache::keyOf(later.spec));
+  REQUIRE(c.size() == 0);
+}
+
+TEST_CASE("response cache: an unnamed allgather's key leaves out the dim0 ranks differ in",
+          "[cache]") {
+  ResponseCache c(4);
+  Response ag;
+  ag.spec.name = "allgather.3";
+  ag.spec.autoNamed = true;
+  ag.spec.kind = OpKind::kAllgather;
+  ag.spec.members = {MemberSpec{DataType::kInt8, {2, 3}}};  // rank 0's spec: 2 rows
+  ag.dim0PerRank = {2, 5};
+  c.put(std::make_shared<const Response>(ag));
+  OpSpec rank1 = ag.spec;
+  rank1.name = "allgather.4";
+  rank1.members[0].shape = {5, 3};
+  REQUIRE(ResponseCache::keyOf(rank1) == ResponseCache::keyOf(ag.spec));
+  REQUIRE(c.lookup(rank1, 1, 2) == 0);
+  REQUIRE(c.lookup(rank1, 0, 2) == -1);  // rank 0 sent 2 rows, not 5
+  rank1.members[0].shape = {5, 4};       // another row shape: another key
+  REQUIRE(c.lookup(rank1, 1, 2) == -1);
+}
