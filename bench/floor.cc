@@ -4,12 +4,14 @@
 // an MPI_Iallreduce of one word), then runs the non-blocking collective and polls it with
 // MPI_Test (a blocking call could never be given up on when a peer dies); on communicators of up
 // to 7 ranks, every collective runs as point-to-point messages instead (the backend's mpi_p2p.h:
-// a binomial tree, every message posted at once, local reductions; allreduce from 4 KiB). This
+// a binomial tree, every message posted at once, local reductions; allreduce from 4 KiB; under
+// MPICH, transfers of (8, 32] KiB in 8 KiB pieces, mpi_messages.h). This
 // section times exactly that against the blocking collective, interleaved like the sweep, so the
 // sweep's ratios can be read against what no implementation of this protocol can beat on this
 // machine. The readiness exchange and the point-to-point schedules are written out here in raw MPI
 // on purpose (the backend's are internal to the library): keep the two alike. Reference only: no
 // targets.
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -65,6 +67,29 @@ void readiness(const Context& ctx, MPI_Comm control) {
 // The backend's kMaxPointToPointRanks (mpi_p2p.h).
 constexpr int kMaxPointToPointRanks = 7;
 
+// One transfer as the backend posts it (mpi_messages.h): under MPICH, (8, 32] KiB in 8 KiB pieces
+// (sent eagerly, where one message would pay the rendezvous handshake); else whole.
+void post(bool receive, void* buf, size_t bytes, int peer, MPI_Comm comm,
+          std::vector<MPI_Request>& r) {
+#ifdef MPICH
+  const size_t piece = bytes > 8192 && bytes <= 32768 ? 8192 : bytes;
+#else
+  const size_t piece = bytes;
+#endif
+  size_t offset = 0;
+  do {
+    const size_t n = std::min(piece, bytes - offset);
+    char* at = static_cast<char*>(buf) + offset;
+    r.emplace_back();
+    if (receive) {
+      MPI_Irecv(at, static_cast<int>(n), MPI_BYTE, peer, 0, comm, &r.back());
+    } else {
+      MPI_Isend(at, static_cast<int>(n), MPI_BYTE, peer, 0, comm, &r.back());
+    }
+    offset += n;
+  } while (offset < bytes);
+}
+
 void waitAll(std::vector<MPI_Request>& requests) {
   int done = 0;
   while (!done) {
@@ -79,8 +104,7 @@ void p2pBroadcast(const Context& ctx, MPI_Comm data, char* buf, int bytes) {
   int mask = 1;
   while (mask < ctx.size) {
     if ((ctx.rank & mask) != 0) {
-      r.emplace_back();
-      MPI_Irecv(buf, bytes, MPI_BYTE, ctx.rank - mask, 0, data, &r.back());
+      post(true, buf, static_cast<size_t>(bytes), ctx.rank - mask, data, r);
       waitAll(r);
       break;
     }
@@ -88,8 +112,7 @@ void p2pBroadcast(const Context& ctx, MPI_Comm data, char* buf, int bytes) {
   }
   for (mask >>= 1; mask > 0; mask >>= 1) {
     if (ctx.rank + mask >= ctx.size) continue;
-    r.emplace_back();
-    MPI_Isend(buf, bytes, MPI_BYTE, ctx.rank + mask, 0, data, &r.back());
+    post(false, buf, static_cast<size_t>(bytes), ctx.rank + mask, data, r);
   }
   waitAll(r);
 }
@@ -98,16 +121,16 @@ void p2pBroadcast(const Context& ctx, MPI_Comm data, char* buf, int bytes) {
 // every receive, then every send, posted at once; the own block is copied.
 void p2pExchange(const Context& ctx, MPI_Comm data, bool alltoall, const char* in, char* out,
                  int share) {
-  std::vector<MPI_Request> r(2 * static_cast<size_t>(ctx.size - 1));
-  size_t k = 0;
+  std::vector<MPI_Request> r;
+  const auto bytes = static_cast<size_t>(share);
   for (int step = 1; step < ctx.size; ++step) {
     const int from = (ctx.rank - step + ctx.size) % ctx.size;
-    MPI_Irecv(out + static_cast<size_t>(from) * share, share, MPI_BYTE, from, 0, data, &r[k++]);
+    post(true, out + static_cast<size_t>(from) * bytes, bytes, from, data, r);
   }
   for (int step = 1; step < ctx.size; ++step) {
     const int to = (ctx.rank + step) % ctx.size;
-    const char* block = alltoall ? in + static_cast<size_t>(to) * share : in;
-    MPI_Isend(block, share, MPI_BYTE, to, 0, data, &r[k++]);
+    const char* block = alltoall ? in + static_cast<size_t>(to) * bytes : in;
+    post(false, const_cast<char*>(block), bytes, to, data, r);
   }
   const char* own = alltoall ? in + static_cast<size_t>(ctx.rank) * share : in;
   std::memcpy(out + static_cast<size_t>(ctx.rank) * share, own, static_cast<size_t>(share));
@@ -119,16 +142,16 @@ void p2pExchange(const Context& ctx, MPI_Comm data, bool alltoall, const char* i
 void p2pReduceScatter(const Context& ctx, MPI_Comm data, const char* in, char* out,
                       std::vector<char>& scratch, int share) {
   const int count = share / 4;
-  std::vector<MPI_Request> r(2 * static_cast<size_t>(ctx.size - 1));
-  size_t k = 0;
+  const size_t bytes = static_cast<size_t>(count) * 4;
+  std::vector<MPI_Request> r;
   for (int step = 1; step < ctx.size; ++step) {
     const int from = (ctx.rank - step + ctx.size) % ctx.size;
     char* slot = step == 1 ? out : scratch.data() + static_cast<size_t>(step - 2) * share;
-    MPI_Irecv(slot, count, MPI_FLOAT, from, 0, data, &r[k++]);
+    post(true, slot, bytes, from, data, r);
   }
   for (int step = 1; step < ctx.size; ++step) {
     const int to = (ctx.rank + step) % ctx.size;
-    MPI_Isend(in + static_cast<size_t>(to) * share, count, MPI_FLOAT, to, 0, data, &r[k++]);
+    post(false, const_cast<char*>(in) + static_cast<size_t>(to) * share, bytes, to, data, r);
   }
   waitAll(r);
   MPI_Reduce_local(in + static_cast<size_t>(ctx.rank) * share, out, count, MPI_FLOAT, MPI_SUM);
@@ -151,16 +174,15 @@ void p2pAllreduce(const Context& ctx, MPI_Comm data, const char* in, char* out,
   };
   const int mine = static_cast<int>(owned(ctx.rank));
   char* own = out + first(ctx.rank);
-  std::vector<MPI_Request> r(2 * (n - 1));
-  size_t k = 0;
+  std::vector<MPI_Request> r;
   for (int step = 1; step < ctx.size; ++step) {
     const int from = (ctx.rank - step + ctx.size) % ctx.size;
     char* slot = step == 1 ? own : scratch.data() + static_cast<size_t>(step - 2) * mine * 4;
-    MPI_Irecv(slot, mine, MPI_FLOAT, from, 0, data, &r[k++]);
+    post(true, slot, static_cast<size_t>(mine) * 4, from, data, r);
   }
   for (int step = 1; step < ctx.size; ++step) {
     const int to = (ctx.rank + step) % ctx.size;
-    MPI_Isend(in + first(to), static_cast<int>(owned(to)), MPI_FLOAT, to, 0, data, &r[k++]);
+    post(false, const_cast<char*>(in) + first(to), owned(to) * 4, to, data, r);
   }
   waitAll(r);
   MPI_Reduce_local(in + first(ctx.rank), own, mine, MPI_FLOAT, MPI_SUM);
@@ -168,14 +190,12 @@ void p2pAllreduce(const Context& ctx, MPI_Comm data, const char* in, char* out,
     MPI_Reduce_local(scratch.data() + static_cast<size_t>(step - 2) * mine * 4, own, mine,
                      MPI_FLOAT, MPI_SUM);
   }
-  r.assign(2 * (n - 1), MPI_REQUEST_NULL);
-  k = 0;
   for (int step = 1; step < ctx.size; ++step) {
     const int from = (ctx.rank - step + ctx.size) % ctx.size;
-    MPI_Irecv(out + first(from), static_cast<int>(owned(from)), MPI_FLOAT, from, 0, data, &r[k++]);
+    post(true, out + first(from), owned(from) * 4, from, data, r);
   }
   for (int step = 1; step < ctx.size; ++step) {
-    MPI_Isend(own, mine, MPI_FLOAT, (ctx.rank + step) % ctx.size, 0, data, &r[k++]);
+    post(false, own, static_cast<size_t>(mine) * 4, (ctx.rank + step) % ctx.size, data, r);
   }
   waitAll(r);
 }
