@@ -321,6 +321,12 @@ MpiChannel::~MpiChannel() {
     MPI_Cancel(&noticeReceive_);
     MPI_Wait(&noticeReceive_, MPI_STATUS_IGNORE);
   }
+  // The one posted receive takes one notice; with more than one peer the others' closing notices
+  // (and the notes of a stall) wait in MPI's unexpected queue, where UCX warns about each at
+  // MPI_Finalize ("unexpected tag-receive descriptor ... was not matched"). Every peer sent its
+  // closing notice before entering the final round, which has completed: take what arrived.
+  discardArrived(kNoticeTag);
+  discardArrived(kWaitingNoteTag);
   if (noteSends_.empty()) return;
   // Point-to-point sends may be freed while active; their values must outlive them, so the
   // deque is handed over to a never-freed owner (a few bytes per stall, if any), reachable so
@@ -332,6 +338,23 @@ MpiChannel::~MpiChannel() {
   static auto* kept = new std::vector<std::deque<uint64_t>>();
   std::lock_guard<std::mutex> lock(*keptMutex);
   kept->push_back(std::move(noteValues_));
+}
+
+void MpiChannel::discardArrived(int tag) {
+  std::vector<uint8_t> sink;
+  for (int flag = 1; flag != 0;) {
+    MPI_Message message;
+    MPI_Status status;
+    if (MPI_Improbe(MPI_ANY_SOURCE, tag, control_.get(), &flag, &message, &status) !=
+        MPI_SUCCESS) {
+      return;
+    }
+    if (flag == 0) return;
+    int bytes = 0;
+    MPI_Get_count(&status, MPI_BYTE, &bytes);
+    sink.resize(bytes > 0 ? static_cast<size_t>(bytes) : 1);
+    if (MPI_Mrecv(sink.data(), bytes, MPI_BYTE, &message, MPI_STATUS_IGNORE) != MPI_SUCCESS) return;
+  }
 }
 
 void MpiChannel::postNoticeReceive() {

@@ -81,6 +81,8 @@ class MpiChannel final : public Channel {
  private:
   MpiChannel() = default;
   void postNoticeReceive();
+  // Receives and drops the messages with `tag` that have arrived on the control communicator.
+  void discardArrived(int tag);
 
   CommHandle control_;
   CommHandle data_;
