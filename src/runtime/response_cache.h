@@ -31,7 +31,8 @@ class ResponseCache {
   // automatically its signature, the same on every rank (kind, reduction, scales, root, host or
   // device, member dtypes and shapes less a varying dim0; what differs per rank, as allgather's
   // dim0 or alltoall's splits, is left to matchesLocal), so that the next unnamed call of the
-  // same kind and shape replays it. Never a name: C names cannot contain a NUL.
+  // same kind and shape replays it. Such a key starts with a NUL byte, which no name (a C
+  // string) contains.
   static std::string keyOf(const OpSpec& spec);
 
   // The slot whose response this rank's `local` op would replay, or -1. `key`: keyOf(local).
