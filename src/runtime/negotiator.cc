@@ -115,7 +115,10 @@ void Negotiator::beginRound(PendingOps& pending, bool closing) {
         }
       }
     }
-    if (!op->announced && (slot < 0 || now - op->submittedAt > kAnnounceCachedAfter)) {
+    // A call refused a replay keeps every round on the slow path until it completes: its
+    // partners on the other ranks may be marked in the cache, not announced, and must be.
+    if (op->autoReplayRefused ||
+        (!op->announced && (slot < 0 || now - op->submittedAt > kAnnounceCachedAfter))) {
       flags |= kAnyUnannounced;
     }
   }
@@ -148,7 +151,7 @@ Status Negotiator::round(PendingOps& pending, bool closing, RoundResult* out,
   const uint64_t anyFlags = ~words_[kFlagsWord] & kOrMask;
   out->allClosing = (words_[kFlagsWord] & kAllClosing) != 0;
   out->anyClosing = (anyFlags & kAnyClosing) != 0;
-  replayCached(slots, out);
+  HCOLL_RETURN_IF_ERROR(replayCached(slots, out));
   if (coordinator_) {
     for (const ResponsePtr& r : out->responses) coordinator_->forget(r->spec.name);
   }
@@ -170,37 +173,64 @@ Status Negotiator::round(PendingOps& pending, bool closing, RoundResult* out,
   return Status::ok();
 }
 
-void Negotiator::replayCached(size_t slots, RoundResult* out) {
-  // An automatically named response replays under the name each rank gave its own call. The
-  // ranks agree on that name only if they marked the same calls: every rank sent the same check
-  // (AND of the checks == NOT of the AND of their complements). Otherwise (a rank is a call
-  // ahead, or its calls differ) none replays: the marked calls go to the coordinator, which pairs
-  // them by name, from the next round on.
-  const bool autoAgreed = words_[kAutoCheckWord] == ~words_[kAutoCheckComplementWord];
-  if (!autoAgreed) {
-    for (const auto& [slot, name] : autoMarks_) {
-      if (LocalOp* op = roundPending_->find(name)) op->autoReplayRefused = true;
+Status Negotiator::replayCached(size_t slots, RoundResult* out) {
+  auto isSet = [&](size_t slot) { return (words_[kFirstSlotWord + slot / 64] >> (slot % 64)) & 1; };
+  // The automatically named slots every rank marked, in slot order, and this rank's call there
+  // (an index into autoMarks_: a bit is set only where this rank set it too).
+  autoSet_.clear();
+  for (size_t k = 0; k < autoMarks_.size(); ++k) {
+    if (isSet(static_cast<size_t>(autoMarks_[k].first))) autoSet_.push_back(k);
+  }
+  std::sort(autoSet_.begin(), autoSet_.end(),
+            [&](size_t a, size_t b) { return autoMarks_[a].first < autoMarks_[b].first; });
+  // A slot alone could pair different calls (call <n> here, <n+1> on a rank a call ahead). If
+  // every rank sent the same check over all it marked (AND of the checks == NOT of the AND of
+  // their complements), every slot carries the same call everywhere. Otherwise (a rank is a call
+  // ahead, or its calls differ) a second exchange compares the names slot by slot, for the slots
+  // every rank marked: an agreed one replays, a differing one goes to the coordinator, which
+  // pairs calls by name; a slot some rank did not mark just waits, as a named one would.
+  autoAgreed_.assign(autoSet_.size(), 1);
+  const bool allAgreed = words_[kAutoCheckWord] == ~words_[kAutoCheckComplementWord];
+  if (!allAgreed && !autoSet_.empty()) {
+    autoChecks_.assign(2 * autoSet_.size(), 0);
+    for (size_t i = 0; i < autoSet_.size(); ++i) {
+      autoChecks_[2 * i] = mix(hashName(autoMarks_[autoSet_[i]].second));
+      autoChecks_[2 * i + 1] = ~autoChecks_[2 * i];
+    }
+    auto step = channel_.allreduceBitsAnd(autoChecks_.data(), autoChecks_.size());
+    if (Status s = waitControl(step, "automatic-name check"); !s.isOk()) {
+      std::lock_guard<std::mutex> lock(abandoned().mutex);
+      abandoned().words.push_back(std::move(autoChecks_));
+      return s;
+    }
+    for (size_t i = 0; i < autoSet_.size(); ++i) {
+      autoAgreed_[i] = autoChecks_[2 * i] == ~autoChecks_[2 * i + 1];
+      if (autoAgreed_[i]) continue;
+      if (LocalOp* op = roundPending_->find(autoMarks_[autoSet_[i]].second)) {
+        op->autoReplayRefused = true;
+      }
     }
   }
   // Operations every rank has ready and cached run straight away, in slot order: the first
   // fromCache responses.
   replayedSlots_.clear();
+  size_t nextAuto = 0;
   for (size_t slot = 0; slot < slots; ++slot) {
-    if (((words_[kFirstSlotWord + slot / 64] >> (slot % 64)) & 1) == 0) continue;
+    if (!isSet(slot)) continue;
     const ResponsePtr& cached = cache_.shared(static_cast<int>(slot));
     if (!cached->spec.autoNamed) {
       out->responses.push_back(cached);
     } else {
-      auto mark = std::find_if(autoMarks_.begin(), autoMarks_.end(),
-                               [&](const auto& m) { return m.first == static_cast<int>(slot); });
-      if (!autoAgreed || mark == autoMarks_.end()) continue;
+      const size_t i = nextAuto++;  // autoSet_ lists exactly these slots, in this order
+      if (!autoAgreed_[i]) continue;
       auto renamed = std::make_shared<Response>(*cached);
-      renamed->spec.name = mark->second;
+      renamed->spec.name = autoMarks_[autoSet_[i]].second;
       out->responses.push_back(std::move(renamed));
     }
     replayedSlots_.push_back(static_cast<int>(slot));
   }
   out->fromCache = out->responses.size();
+  return Status::ok();
 }
 
 Status Negotiator::exchangeWithCoordinator(PendingOps& pending, size_t replayed,

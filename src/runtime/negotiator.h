@@ -79,8 +79,9 @@ class Negotiator {
                          std::chrono::steady_clock::time_point::max());
   // Starts the round's readiness allreduce over `pending` (entry_).
   void beginRound(PendingOps& pending, bool closing);
-  // Appends to out->responses what every rank marked in the ANDed words, sets out->fromCache.
-  void replayCached(size_t slots, RoundResult* out);
+  // Appends to out->responses what every rank marked in the ANDed words, sets out->fromCache;
+  // fails only if the automatic-name check's exchange (when one is needed) fails.
+  Status replayCached(size_t slots, RoundResult* out);
   // "ranks [2] (not in this negotiation round; ranks [1] are)" when the channel can tell, else
   // "the other N rank(s) of the communicator".
   std::string describeMissing(bool entry);
@@ -97,8 +98,13 @@ class Negotiator {
   std::set<std::string> warned_;
   std::vector<uint64_t> words_;
   std::vector<int> replayedSlots_;  // this round's cache hits (kept: no allocation per round)
-  // This round's automatically named calls marked in the words: (slot, the call's name).
+  // This round's automatically named calls marked in the words: (slot, the call's name); those
+  // every rank marked (indices into autoMarks_, in slot order), whether the ranks' names agree
+  // there, and the buffer of the name check that decides it when the round's check differs.
   std::vector<std::pair<int, std::string>> autoMarks_;
+  std::vector<size_t> autoSet_;
+  std::vector<char> autoAgreed_;
+  std::vector<uint64_t> autoChecks_;
   const FlightRecorder* recorder_;
   PendingOps* roundPending_ = nullptr;  // during round()
   bool roundClosing_ = false;
