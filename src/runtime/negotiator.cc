@@ -105,9 +105,12 @@ void Negotiator::beginRound(PendingOps& pending, bool closing) {
     if (slot >= 0) {
       uint64_t& word = words_[kFirstSlotWord + slot / 64];
       const uint64_t bit = 1ull << (slot % 64);
-      // Automatically named calls of one shape share a slot: the oldest goes first, the next
-      // one in a later round (still a cache hit: not announced).
-      if (!op->spec.autoNamed || (word & bit) == 0) {
+      if (op->spec.autoNamed && (word & bit) != 0) {
+        // Automatically named calls of one shape share a slot, and a bit says one call: the
+        // oldest replays, the others go through the coordinator in this same round (one slow
+        // round for a burst, fused, rather than one round per call).
+        slot = -1;
+      } else {
         word |= bit;
         if (op->spec.autoNamed) {
           autoMarks_.emplace_back(slot, op->spec.name);
