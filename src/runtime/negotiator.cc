@@ -224,7 +224,13 @@ Status Negotiator::replayCached(size_t slots, RoundResult* out) {
     if (!cached->spec.autoNamed) {
       out->responses.push_back(cached);
     } else {
-      const size_t i = nextAuto++;  // autoSet_ lists exactly these slots, in this order
+      // autoSet_ lists exactly these slots, in this order: a bit is set only where this rank
+      // set it, and an automatic slot only ever takes an automatically named call.
+      const size_t i = nextAuto++;
+      if (i >= autoSet_.size() || autoMarks_[autoSet_[i]].first != static_cast<int>(slot)) {
+        return internalError("response cache: automatic slot " + std::to_string(slot) +
+                             " set without this rank's call");
+      }
       if (!autoAgreed_[i]) continue;
       auto renamed = std::make_shared<Response>(*cached);
       renamed->spec.name = autoMarks_[autoSet_[i]].second;
