@@ -6,6 +6,9 @@
 //                            submits: rank 0 gets SHUT_DOWN naming rank 1 and the op within 1 s.
 //   shutdown-while-waiting   the same with an explicit hcoll_shutdown on rank 1; later
 //                            submissions on rank 0 fail with SHUT_DOWN at once.
+//   unnamed-ahead-shutdown   unnamed cached calls, rank 0 a call ahead: the common one sums
+//                            right; rank 1 then shuts down and rank 0's extra one fails with
+//                            SHUT_DOWN within 1 s.
 //   destroy-split            rank 1 destroys a split communicator while rank 0 waits on it:
 //                            rank 0's op fails within 1 s, its destroy returns, world works.
 //   idle-peer                rank 1 shuts down while rank 0 has nothing pending: rank 1's
@@ -29,6 +32,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -145,6 +149,44 @@ int shutdownWhileWaiting(hcoll_comm_t world) {
   const auto closing = Clock::now();
   hcoll_shutdown();
   check(since(closing) < 1.0, "shutdown returns at once", std::to_string(since(closing)) + " s");
+  return gFailures == 0 ? 0 : 1;
+}
+
+// Unnamed calls through the response cache with rank 0 a call ahead (the round compares their
+// names in a second exchange): the common call completes with the right sum on both, and when
+// rank 1 then shuts down, rank 0's second call fails with SHUT_DOWN instead of waiting.
+int unnamedAheadShutdown(hcoll_comm_t world) {
+  std::vector<float> a(16), b(8);
+  for (int step = 0; step < 3; ++step) {  // both shapes cached from the second step on
+    for (std::vector<float>* v : {&a, &b}) {
+      std::fill(v->begin(), v->end(), 1.0f);
+      hcoll_request_t req = allreduce(world, nullptr, *v);
+      hcoll_wait(req, 30);
+      hcoll_request_free(req);
+    }
+  }
+  std::fill(a.begin(), a.end(), static_cast<float>(gRank + 1));
+  hcoll_request_t qa = allreduce(world, nullptr, a);
+  hcoll_request_t qb = HCOLL_REQUEST_NULL;
+  if (gRank == 0) qb = allreduce(world, nullptr, b);  // the peer never submits it
+  hcoll_status_t s = hcoll_wait(qa, 30);
+  check(s == HCOLL_SUCCESS && a[15] == 3.0f, "the call both ranks made gives the right sum",
+        std::string(hcoll_status_string(s)) + ", " + std::to_string(a[15]));
+  hcoll_request_free(qa);
+  if (gRank == 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    hcoll_shutdown();
+    return gFailures == 0 ? 0 : 1;
+  }
+  const auto start = Clock::now();
+  s = hcoll_wait(qb, 30);
+  const std::string message = hcoll_request_error(qb);
+  check(s == HCOLL_ERR_SHUT_DOWN && since(start) < 1.2 + 0.2,
+        "the call rank 1 never made fails with SHUT_DOWN within 1 s of its shutdown",
+        std::to_string(since(start) - 0.2) + " s: " + message);
+  check(contains(message, "rank 1"), "the message names rank 1", message);
+  hcoll_request_free(qb);
+  hcoll_shutdown();
   return gFailures == 0 ? 0 : 1;
 }
 
@@ -367,6 +409,7 @@ int main(int argc, char** argv) {
   if (scenario == "return-from-main") return returnFromMain(world, arg);
   if (scenario == "shutdown-while-waiting") return shutdownWhileWaiting(world);
   if (scenario == "destroy-split") return destroySplit(world);
+  if (scenario == "unnamed-ahead-shutdown") return unnamedAheadShutdown(world);
   if (scenario == "idle-peer") return idlePeer(world);
   if (scenario == "np3-leave") return np3Leave(world);
   if (scenario == "abort") return abortScenario(world);
