@@ -342,14 +342,15 @@ MpiChannel::~MpiChannel() {
 
 void MpiChannel::discardArrived(int tag) {
   std::vector<uint8_t> sink;
-  for (int flag = 1; flag != 0;) {
+  while (true) {
+    int flag = 0;
     MPI_Message message;
     MPI_Status status;
     if (MPI_Improbe(MPI_ANY_SOURCE, tag, control_.get(), &flag, &message, &status) !=
-        MPI_SUCCESS) {
+            MPI_SUCCESS ||
+        flag == 0) {
       return;
     }
-    if (flag == 0) return;
     int bytes = 0;
     MPI_Get_count(&status, MPI_BYTE, &bytes);
     sink.resize(bytes > 0 ? static_cast<size_t>(bytes) : 1);
