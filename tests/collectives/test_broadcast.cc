@@ -69,12 +69,16 @@ HTEST_CASE("broadcast: large buffer from the last rank", "[broadcast][large]") {
   HREQUIRE(wrong == 0);
 }
 
-// The MPI backend sends (8, 32] KiB transfers as 8 KiB pieces (mpi_messages.h): sizes at and
-// around both ends, all in flight at once, so pieces of different operations interleave.
-HTEST_CASE("broadcast: sizes around the MPI backend's message pieces", "[broadcast]") {
+// The MPI backend sends (8, 32] KiB transfers as 8 KiB pieces, and on one node larger ones
+// through its shared-memory lanes in 128 KiB chunks (mpi_messages.h, mpi_shm.h): sizes at and
+// around the ends, all in flight at once, so pieces and chunks of different operations interleave.
+HTEST_CASE("broadcast: sizes around the MPI backend's message pieces and lane chunks",
+           "[broadcast]") {
   const int r = worldRank();
   const int n = worldSize();
-  const std::vector<int64_t> sizes = {8191, 8192, 8193, 20001, 32767, 32768, 32769, 65536};
+  const std::vector<int64_t> sizes = {8191,   8192,   8193,   20001,  32767,   32768,
+                                      32769,  65536,  131071, 131072, 131073,  262145,
+                                      524288, 524291, 655360, 1048579};
   std::vector<std::unique_ptr<Tensor>> bufs;
   std::vector<hcoll_request_t> reqs;
   for (size_t s = 0; s < sizes.size(); ++s) {
@@ -93,6 +97,30 @@ HTEST_CASE("broadcast: sizes around the MPI backend's message pieces", "[broadca
       wrong += bufs[s]->get(i) != static_cast<double>((i * 7 + s) % 251);
     }
     HINFO("size " << sizes[s]);
+    HREQUIRE(wrong == 0);
+  }
+}
+
+// One operation after the other, each waited, roots taking turns and sizes that leave each
+// lane's ring at a different chunk: a lane's position carries over from one operation to the
+// next, so every operation must take exactly the chunks it was given.
+HTEST_CASE("broadcast: back-to-back operations keep the lanes in step", "[broadcast]") {
+  const int r = worldRank();
+  const int n = worldSize();
+  for (int step = 0; step < 24; ++step) {
+    const int root = step % n;
+    const int64_t bytes = 9000 + static_cast<int64_t>(step) * 40961;  // up to ~0.95 MiB
+    Tensor buf(HCOLL_UINT8, {bytes});
+    for (int64_t i = 0; i < bytes; ++i) buf.set(i, r == root ? (i * 13 + step) % 251 : 255);
+    auto d = buf.desc();
+    hcoll_request_t req;
+    HCOLL_REQUIRE_OK(hcoll_broadcast(world(), "bc.steps", &d, root, &req));
+    HCOLL_REQUIRE_OK(waitAndFree(req));
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < bytes; ++i) {
+      wrong += buf.get(i) != static_cast<double>((i * 13 + step) % 251);
+    }
+    HINFO("step " << step << " root " << root << " bytes " << bytes);
     HREQUIRE(wrong == 0);
   }
 }

@@ -194,7 +194,8 @@ TEST_CASE("lifecycle: malformed environment values fail initialize", "[lifecycle
                                   {"HCOLL_CACHE_CAPACITY", "12x"},
                                   {"HCOLL_STALL_CHECK_TIME_SECONDS", "-1"},
                                   {"HCOLL_STALL_SHUTDOWN_TIME_SECONDS", "nan"},
-                                  {"HCOLL_LOG_LEVEL", "loud"}};
+                                  {"HCOLL_LOG_LEVEL", "loud"},
+                                  {"HCOLL_MPI_SHM", "yes"}};
   for (auto& c : cases) {
     INFO(c[0] << "=" << c[1]);
     REQUIRE(setenv(c[0], c[1], 1) == 0);
@@ -208,11 +209,13 @@ TEST_CASE("lifecycle: malformed environment values fail initialize", "[lifecycle
   // Good values are accepted.
   REQUIRE(setenv("HCOLL_FUSION_THRESHOLD", "0", 1) == 0);
   REQUIRE(setenv("HCOLL_LOG_LEVEL", "error", 1) == 0);
+  REQUIRE(setenv("HCOLL_MPI_SHM", "0", 1) == 0);
   initOk();
   REQUIRE(worldSum(3) == 3 * worldSize());
   shutdownOk();
   unsetenv("HCOLL_FUSION_THRESHOLD");
   unsetenv("HCOLL_LOG_LEVEL");
+  unsetenv("HCOLL_MPI_SHM");
 }
 
 TEST_CASE("lifecycle: HCOLL_TIMELINE naming a directory fails initialize", "[lifecycle][env]") {

@@ -2,7 +2,9 @@
 // (run_sigkill.sh) asserts that the job ends (an error on rank 0, or the launcher aborting the
 // job) within a bound instead of hanging. Default: rank 1 dies before submitting, so rank 0 waits
 // in negotiation. "data-phase": both submit a 64 MiB allreduce (the MPI backend's point-to-point
-// schedule, tens of ms here) and rank 1 dies 1 ms later, while the data moves.
+// schedule, tens of ms here) and rank 1 dies 1 ms later, while the data moves. "lane-phase": the
+// same with a 64 MiB broadcast from rank 0, which on one node moves through the MPI backend's
+// shared-memory lanes (mpi_shm.h): rank 0 waits for room in a ring its dead peer never empties.
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -13,7 +15,8 @@
 #include "hcoll/hcoll.h"
 
 int main(int argc, char** argv) {
-  const bool dataPhase = argc > 1 && std::string(argv[1]) == "data-phase";
+  const bool lanePhase = argc > 1 && std::string(argv[1]) == "lane-phase";
+  const bool dataPhase = lanePhase || (argc > 1 && std::string(argv[1]) == "data-phase");
   if (hcoll_initialize(nullptr) != HCOLL_SUCCESS) return 2;
   hcoll_comm_t w;
   hcoll_comm_world(&w);
@@ -30,7 +33,11 @@ int main(int argc, char** argv) {
   std::printf("rank %d: warmed up\n", rank);
   std::fflush(stdout);
   if (rank == 1 && !dataPhase) std::raise(SIGKILL);
-  hcoll_allreduce(w, "after-kill", &t, &t, HCOLL_SUM, 1, 1, &req);
+  if (lanePhase) {
+    hcoll_broadcast(w, "after-kill", &t, 0, &req);
+  } else {
+    hcoll_allreduce(w, "after-kill", &t, &t, HCOLL_SUM, 1, 1, &req);
+  }
   if (rank == 1) {  // data-phase: dies while the operation runs, never reports
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
     std::raise(SIGKILL);

@@ -198,6 +198,7 @@ Status createBackend(std::optional<int> worldHandle, bool (*beforeFinalize)(),
       return invalidArgument("init params: mpi_comm is not a valid MPI communicator");
     }
   }
+  if (std::string bad = shmSettingError(); !bad.empty()) return invalidArgument(bad);
   HCOLL_RETURN_IF_ERROR(createCustomTypes());
   *out = std::make_unique<MpiBackend>(world, rank, size);
   return Status::ok();

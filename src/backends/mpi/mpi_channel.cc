@@ -306,6 +306,8 @@ Status MpiChannel::make(CommHandle base, std::unique_ptr<Channel>* out) {
   if (int rc = MPI_Bcast(&ch->noticeId_, 1, MPI_UINT64_T, 0, base.get()); rc != MPI_SUCCESS) {
     return mpiError("MPI_Bcast", rc);
   }
+  // Collective too (every rank of `base` makes the channel): all ranks get lanes or none.
+  ch->lanes_ = ShmLanes::make(data, ch->rank_, ch->size_, ch->localSize_, ch->noticeId_);
   ch->control_ = std::move(base);
   ch->postNoticeReceive();
   *out = std::move(ch);
@@ -552,7 +554,8 @@ PendingPtr MpiChannel::allreduce(const void* send, void* recv, size_t count, Dat
 PendingPtr MpiChannel::allgatherv(const void* send, size_t sendBytes, void* recv,
                                   const std::vector<size_t>& recvBytes) {
   if (size_ <= kMaxPointToPointRanks) {
-    return pointToPointAllgatherv(data_.get(), rank_, size_, send, sendBytes, recv, recvBytes);
+    return pointToPointAllgatherv(data_.get(), rank_, size_, send, sendBytes, recv, recvBytes,
+                                  lanes_);
   }
   // Equal blocks (recvBytes is the same on every rank, so all ranks choose alike): MPICH's
   // MPI_Iallgather beats MPI_Iallgatherv (e.g. ~13 vs ~20 us at 128 KiB, 2 ranks).
@@ -595,7 +598,9 @@ PendingPtr MpiChannel::allgatherv(const void* send, size_t sendBytes, void* recv
 
 PendingPtr MpiChannel::broadcast(void* buf, size_t bytes, int root) {
   MPI_Comm c = data_.get();
-  if (size_ <= kMaxPointToPointRanks) return binomialBroadcast(c, rank_, size_, buf, bytes, root);
+  if (size_ <= kMaxPointToPointRanks) {
+    return binomialBroadcast(c, rank_, size_, buf, bytes, root, lanes_);
+  }
   auto startChunk = [=](void* p, size_t n) {
     return startRequest("MPI_Ibcast", [&](RequestsPending*, MPI_Request* r) {
       return MPI_Ibcast(p, static_cast<int>(n), MPI_BYTE, root, c, r);
@@ -614,7 +619,8 @@ PendingPtr MpiChannel::broadcast(void* buf, size_t bytes, int root) {
 PendingPtr MpiChannel::alltoallv(const void* send, const std::vector<size_t>& sendBytes, void* recv,
                                  const std::vector<size_t>& recvBytes) {
   if (size_ <= kMaxPointToPointRanks) {
-    return pointToPointAlltoallv(data_.get(), rank_, size_, send, sendBytes, recv, recvBytes);
+    return pointToPointAlltoallv(data_.get(), rank_, size_, send, sendBytes, recv, recvBytes,
+                                 lanes_);
   }
   auto p = std::make_unique<RequestsPending>();
   p->intArrays.resize(4);
@@ -649,7 +655,7 @@ PendingPtr MpiChannel::alltoall(const void* send, void* recv, size_t bytesPerRan
   // ~130 vs ~210 us at 2 MiB, 2 ranks). Beyond an int count, alltoallv's handling of large
   // counts applies (the same on every rank).
   if (size_ <= kMaxPointToPointRanks)
-    return pointToPointAlltoall(data_.get(), rank_, size_, send, recv, bytesPerRank);
+    return pointToPointAlltoall(data_.get(), rank_, size_, send, recv, bytesPerRank, lanes_);
   if (bytesPerRank > INT_MAX) return Channel::alltoall(send, recv, bytesPerRank, ranks);
   MPI_Comm c = data_.get();
   return startRequest("MPI_Ialltoall", [&](RequestsPending*, MPI_Request* r) {

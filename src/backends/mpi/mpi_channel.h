@@ -106,6 +106,8 @@ class MpiChannel final : public Channel {
   // the point-to-point reduce-scatter receives (mpi_p2p.h).
   std::shared_ptr<ScratchPool> widePool_ = std::make_shared<ScratchPool>();
   std::shared_ptr<ScratchPool> reduceScratch_ = std::make_shared<ScratchPool>();
+  // Shared-memory lanes between the ranks when they all live on this node (mpi_shm.h), or null.
+  std::shared_ptr<ShmLanes> lanes_;
 };
 
 }  // namespace hcoll::backends::mpi

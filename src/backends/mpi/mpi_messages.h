@@ -7,9 +7,13 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <cstdint>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/mpi/mpi_shm.h"
 #include "backends/mpi/mpi_types.h"
 
 namespace hcoll::backends::mpi::p2p {
@@ -40,11 +44,26 @@ constexpr size_t pieceBytes(size_t bytes) {
                                                                 : kMaxMessageBytes;
 }
 
+// Where a schedule's transfers go when the communicator has shared-memory lanes (mpi_shm.h):
+// above MPI's eager size (where one MPI message is cheaper than a lane's two copies) and up to
+// the schedule's bound. A broadcast's edge moves one buffer from an idle sender, so any size
+// gains from the sender copying too; in an exchange every rank is already copying (CMA reads
+// the peers' blocks), and two copies per byte only pay for smaller blocks: at 256 KiB blocks the
+// lanes measured 1.02x MPI, at 64 KiB 0.65x. Byte counts are negotiated: both sides agree.
+struct Route {
+  std::shared_ptr<ShmLanes> lanes;  // null: MPI only
+  size_t lanesUpTo = 0;             // transfers of (kLanesFrom, lanesUpTo] bytes use the lanes
+};
+constexpr size_t kLanesFrom = 8192;
+constexpr size_t kBroadcastLanesUpTo = ~size_t{0};
+constexpr size_t kExchangeLanesUpTo = size_t{128} << 10;
+
 // The messages of one operation. Receives are posted first (requests_[0, receives_)), so the
 // sends of a fast peer find them waiting rather than going through MPI's unexpected queue.
 class MessagesPending : public Pending {
  public:
-  explicit MessagesPending(MPI_Comm comm) : comm_(comm) {}
+  explicit MessagesPending(MPI_Comm comm, Route route = {})
+      : comm_(comm), route_(std::move(route)) {}
   // Requests still active at destruction belong to an operation given up on after the peers
   // were lost: they are left to MPI, as the collectives' are (RequestsPending).
   ~MessagesPending() override = default;
@@ -52,8 +71,13 @@ class MessagesPending : public Pending {
   // Room for `n` messages: one allocation, not one per doubling as they are posted.
   void reserve(size_t n) { requests_.reserve(n); }
 
-  // Posts one transfer (in pieces: pieceBytes); the MPI return code.
+  // Posts one transfer (through a lane, or as MPI messages in pieces: pieceBytes); the MPI
+  // return code.
   int post(bool receive, void* data, size_t bytes, int peer) {
+    if (route_.lanes && bytes > kLanesFrom && bytes <= route_.lanesUpTo) {
+      laneTransfers_.push_back(LaneTransfer{static_cast<char*>(data), bytes, 0, peer, receive});
+      return MPI_SUCCESS;
+    }
     const size_t piece = pieceBytes(bytes);
     for (size_t offset = 0; offset < bytes;) {
       const size_t n = std::min(piece, bytes - offset);
@@ -74,7 +98,8 @@ class MessagesPending : public Pending {
   }
 
   bool poll(Status* status) override {
-    if (requests_.empty()) return advance(status);
+    const bool lanesDone = laneTransfers_.empty() || moveLanes();
+    if (requests_.empty()) return lanesDone && finishStage(status);
     int done = 0;
     const int rc = MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done,
                                MPI_STATUSES_IGNORE);
@@ -86,7 +111,7 @@ class MessagesPending : public Pending {
     if (!done) return false;
     requests_.clear();
     receives_ = 0;
-    return advance(status);
+    return lanesDone && finishStage(status);
   }
 
   // A receive left posted would match a later operation's message: withdraw them.
@@ -106,9 +131,49 @@ class MessagesPending : public Pending {
     return true;
   }
 
+  // Nothing posted in this stage (an advance that posted nothing has finished).
+  bool idle() const { return requests_.empty() && laneTransfers_.empty(); }
+
   MPI_Comm comm_;
   std::vector<MPI_Request> requests_;
   size_t receives_ = 0;
+
+ private:
+  struct LaneTransfer {
+    char* data;
+    size_t bytes;
+    size_t done;
+    int peer;
+    bool receive;
+  };
+
+  bool finishStage(Status* status) {
+    laneTransfers_.clear();
+    return advance(status);
+  }
+
+  // Copies what the lanes allow; true once every lane transfer of this stage is done. Transfers
+  // on one lane (direction and peer) go in the order they were posted, as MPI would match them.
+  bool moveLanes() {
+    uint64_t laneBusy = 0;  // bit 2 * peer + receive: an earlier transfer on it is unfinished
+    bool all = true;
+    for (LaneTransfer& t : laneTransfers_) {
+      if (t.done == t.bytes) continue;
+      const uint64_t bit = uint64_t{1} << (2 * t.peer + (t.receive ? 1 : 0));
+      if ((laneBusy & bit) == 0) {
+        t.done += t.receive ? route_.lanes->pull(t.peer, t.data + t.done, t.bytes - t.done)
+                            : route_.lanes->push(t.peer, t.data + t.done, t.bytes - t.done);
+      }
+      if (t.done < t.bytes) {
+        laneBusy |= bit;
+        all = false;
+      }
+    }
+    return all;
+  }
+
+  Route route_;
+  std::vector<LaneTransfer> laneTransfers_;
 };
 
 // Where each rank's block starts (prefix sums of the byte counts), inline up to 8 ranks: these

@@ -16,8 +16,13 @@ using p2p::MessagesPending;
 // for every 2^k below that bit.
 class BinomialBroadcastPending final : public MessagesPending {
  public:
-  BinomialBroadcastPending(MPI_Comm comm, int rank, int size, void* buf, size_t bytes, int root)
-      : MessagesPending(comm), size_(size), root_(root), buf_(buf), bytes_(bytes) {
+  BinomialBroadcastPending(MPI_Comm comm, int rank, int size, void* buf, size_t bytes, int root,
+                           p2p::Route route)
+      : MessagesPending(comm, std::move(route)),
+        size_(size),
+        root_(root),
+        buf_(buf),
+        bytes_(bytes) {
     relative_ = (rank - root + size) % size;
     int mask = 1;
     while (mask < size) {
@@ -52,7 +57,7 @@ class BinomialBroadcastPending final : public MessagesPending {
       *status = mpiError("MPI_Isend", rc);
       return true;
     }
-    return requests_.empty() ? MessagesPending::advance(status) : false;
+    return idle() ? MessagesPending::advance(status) : false;
   }
 
   int size_;
@@ -70,8 +75,9 @@ class BinomialBroadcastPending final : public MessagesPending {
 // peers in the order rank+1, rank+2, ...: not every rank sending to rank 0 first.
 template <typename Block>
 PendingPtr exchangeBlocks(MPI_Comm comm, int rank, int size, const void* send, void* recv,
-                          Block block) {
-  auto p = std::make_unique<MessagesPending>(comm);
+                          std::shared_ptr<ShmLanes> lanes, Block block) {
+  auto p = std::make_unique<MessagesPending>(
+      comm, p2p::Route{std::move(lanes), p2p::kExchangeLanesUpTo});
   p->reserve(2 * static_cast<size_t>(size - 1));
   auto* in = static_cast<char*>(const_cast<void*>(send));  // MPI_Isend's buffer is const
   auto* out = static_cast<char*>(recv);
@@ -102,9 +108,10 @@ PendingPtr exchangeBlocks(MPI_Comm comm, int rank, int size, const void* send, v
 
 PendingPtr pointToPointAlltoallv(MPI_Comm comm, int rank, int size, const void* send,
                                  const std::vector<size_t>& sendBytes, void* recv,
-                                 const std::vector<size_t>& recvBytes) {
+                                 const std::vector<size_t>& recvBytes,
+                                 std::shared_ptr<ShmLanes> lanes) {
   const BlockOffsets sendOffset(sendBytes), recvOffset(recvBytes);
-  return exchangeBlocks(comm, rank, size, send, recv, [&](int buffer, int j) {
+  return exchangeBlocks(comm, rank, size, send, recv, std::move(lanes), [&](int buffer, int j) {
     const auto k = static_cast<size_t>(j);
     return buffer == 0 ? std::pair(sendOffset[k], sendBytes[k])
                        : std::pair(recvOffset[k], recvBytes[k]);
@@ -112,16 +119,18 @@ PendingPtr pointToPointAlltoallv(MPI_Comm comm, int rank, int size, const void* 
 }
 
 PendingPtr pointToPointAlltoall(MPI_Comm comm, int rank, int size, const void* send, void* recv,
-                                size_t bytesPerRank) {
-  return exchangeBlocks(comm, rank, size, send, recv, [&](int, int j) {
+                                size_t bytesPerRank, std::shared_ptr<ShmLanes> lanes) {
+  return exchangeBlocks(comm, rank, size, send, recv, std::move(lanes), [&](int, int j) {
     return std::pair(static_cast<size_t>(j) * bytesPerRank, bytesPerRank);
   });
 }
 
 PendingPtr pointToPointAllgatherv(MPI_Comm comm, int rank, int size, const void* send,
                                   size_t sendBytes, void* recv,
-                                  const std::vector<size_t>& recvBytes) {
-  auto p = std::make_unique<MessagesPending>(comm);
+                                  const std::vector<size_t>& recvBytes,
+                                  std::shared_ptr<ShmLanes> lanes) {
+  auto p = std::make_unique<MessagesPending>(
+      comm, p2p::Route{std::move(lanes), p2p::kExchangeLanesUpTo});
   p->reserve(2 * static_cast<size_t>(size - 1));
   auto* out = static_cast<char*>(recv);
   const BlockOffsets offset(recvBytes);
@@ -146,8 +155,10 @@ PendingPtr pointToPointAllgatherv(MPI_Comm comm, int rank, int size, const void*
   return p;
 }
 
-PendingPtr binomialBroadcast(MPI_Comm comm, int rank, int size, void* buf, size_t bytes, int root) {
-  auto p = std::make_unique<BinomialBroadcastPending>(comm, rank, size, buf, bytes, root);
+PendingPtr binomialBroadcast(MPI_Comm comm, int rank, int size, void* buf, size_t bytes, int root,
+                             std::shared_ptr<ShmLanes> lanes) {
+  auto p = std::make_unique<BinomialBroadcastPending>(
+      comm, rank, size, buf, bytes, root, p2p::Route{std::move(lanes), p2p::kBroadcastLanesUpTo});
   if (int rc = p->start(); rc != MPI_SUCCESS) {
     p->cancelReceives();
     return finished(mpiError(rank == root ? "MPI_Isend" : "MPI_Irecv", rc));

@@ -23,6 +23,7 @@
 #include "backends/backend.h"
 #include "backends/mpi/mpi_local_reduce.h"
 #include "backends/mpi/mpi_scratch.h"
+#include "backends/mpi/mpi_shm.h"
 
 namespace hcoll::backends::mpi {
 
@@ -35,21 +36,26 @@ constexpr int kMaxPointToPointRanks = 7;
 // recursive doubling is as fast (8 B: 1.6x either way) in one exchange instead of two.
 constexpr size_t kMinPointToPointAllreduceBytes = 4096;
 
+// `lanes` (may be null): the communicator's shared-memory lanes (mpi_shm.h); the schedules below
+// route a transfer through them or through MPI by its size alone (mpi_messages.h: Route).
+
 // Rank r sends sendBytes[j] bytes (packed in rank order in `send`) to rank j and receives
 // recvBytes[j] from it (packed in rank order in `recv`). `send` and `recv` must not overlap.
 PendingPtr pointToPointAlltoallv(MPI_Comm comm, int rank, int size, const void* send,
                                  const std::vector<size_t>& sendBytes, void* recv,
-                                 const std::vector<size_t>& recvBytes);
+                                 const std::vector<size_t>& recvBytes,
+                                 std::shared_ptr<ShmLanes> lanes);
 
 // The even case: bytesPerRank bytes to and from every rank, block j at j * bytesPerRank.
 PendingPtr pointToPointAlltoall(MPI_Comm comm, int rank, int size, const void* send, void* recv,
-                                size_t bytesPerRank);
+                                size_t bytesPerRank, std::shared_ptr<ShmLanes> lanes);
 
 // Every rank's sendBytes bytes (`send`, or its block already in place in `recv` when send is
 // null) land in every rank's `recv`, rank j's at the sum of recvBytes[0, j).
 PendingPtr pointToPointAllgatherv(MPI_Comm comm, int rank, int size, const void* send,
                                   size_t sendBytes, void* recv,
-                                  const std::vector<size_t>& recvBytes);
+                                  const std::vector<size_t>& recvBytes,
+                                  std::shared_ptr<ShmLanes> lanes);
 
 // Rank r's block of `reduction` (mpi_local_reduce.h) of every rank's `send`, rank-major blocks
 // of counts[j] elements, into `recv` (which must not overlap `send`): block j goes to rank j;
@@ -71,6 +77,7 @@ PendingPtr pointToPointAllreduce(MPI_Comm comm, int rank, int size, const void* 
                                  std::shared_ptr<ScratchPool> pool);
 
 // Root's `bytes` bytes of `buf` replace every other rank's, down a binomial tree.
-PendingPtr binomialBroadcast(MPI_Comm comm, int rank, int size, void* buf, size_t bytes, int root);
+PendingPtr binomialBroadcast(MPI_Comm comm, int rank, int size, void* buf, size_t bytes, int root,
+                             std::shared_ptr<ShmLanes> lanes);
 
 }  // namespace hcoll::backends::mpi

@@ -155,7 +155,7 @@ class AllreducePending final : public MessagesPending {
         cancelReceives();
         return finish();
       }
-      if (!requests_.empty()) return false;
+      if (!idle()) return false;
     }
     *status = Status::ok();
     return finish();
