@@ -10,9 +10,9 @@
 // sweep's ratios can be read against what no implementation of this protocol can beat on this
 // machine. The readiness exchange and the point-to-point schedules are written out here in raw MPI
 // on purpose (the backend's are internal to the library): keep the two alike. Reference only: no
-// targets. On one node of 2-4 ranks the backend moves broadcast edges above 8 KiB and exchange
-// blocks of (8, 128] KiB through its shared-memory lanes instead of MPI messages (mpi_shm.h):
-// hcoll's broadcast, allgather and alltoall can then beat this MPI-only floor.
+// targets. On one node of 2-4 ranks the backend moves transfers above 8 KiB through its
+// shared-memory lanes instead of MPI messages (mpi_shm.h): hcoll can then beat this MPI-only
+// floor.
 #include <algorithm>
 #include <cstring>
 #include <string>

@@ -44,26 +44,17 @@ constexpr size_t pieceBytes(size_t bytes) {
                                                                 : kMaxMessageBytes;
 }
 
-// Where a schedule's transfers go when the communicator has shared-memory lanes (mpi_shm.h):
-// above MPI's eager size (where one MPI message is cheaper than a lane's two copies) and up to
-// the schedule's bound. A broadcast's edge moves one buffer from an idle sender, so any size
-// gains from the sender copying too; in an exchange every rank is already copying (CMA reads
-// the peers' blocks), and two copies per byte only pay for smaller blocks: at 256 KiB blocks the
-// lanes measured 1.02x MPI, at 64 KiB 0.65x. Byte counts are negotiated: both sides agree.
-struct Route {
-  std::shared_ptr<ShmLanes> lanes;  // null: MPI only
-  size_t lanesUpTo = 0;             // transfers of (kLanesFrom, lanesUpTo] bytes use the lanes
-};
+// When the communicator has shared-memory lanes (mpi_shm.h), a transfer above MPI's eager size
+// goes through its lane: at and below it one MPI message is cheaper than the lane's two copies.
+// The byte count is negotiated, so both sides route a transfer alike.
 constexpr size_t kLanesFrom = 8192;
-constexpr size_t kBroadcastLanesUpTo = ~size_t{0};
-constexpr size_t kExchangeLanesUpTo = size_t{128} << 10;
 
 // The messages of one operation. Receives are posted first (requests_[0, receives_)), so the
 // sends of a fast peer find them waiting rather than going through MPI's unexpected queue.
 class MessagesPending : public Pending {
  public:
-  explicit MessagesPending(MPI_Comm comm, Route route = {})
-      : comm_(comm), route_(std::move(route)) {}
+  explicit MessagesPending(MPI_Comm comm, std::shared_ptr<ShmLanes> lanes = nullptr)
+      : comm_(comm), lanes_(std::move(lanes)) {}
   // Requests still active at destruction belong to an operation given up on after the peers
   // were lost: they are left to MPI, as the collectives' are (RequestsPending).
   ~MessagesPending() override = default;
@@ -74,7 +65,7 @@ class MessagesPending : public Pending {
   // Posts one transfer (through a lane, or as MPI messages in pieces: pieceBytes); the MPI
   // return code.
   int post(bool receive, void* data, size_t bytes, int peer) {
-    if (route_.lanes && bytes > kLanesFrom && bytes <= route_.lanesUpTo) {
+    if (lanes_ && bytes > kLanesFrom) {
       laneTransfers_.push_back(LaneTransfer{static_cast<char*>(data), bytes, 0, peer, receive});
       return MPI_SUCCESS;
     }
@@ -161,8 +152,8 @@ class MessagesPending : public Pending {
       if (t.done == t.bytes) continue;
       const uint64_t bit = uint64_t{1} << (2 * t.peer + (t.receive ? 1 : 0));
       if ((laneBusy & bit) == 0) {
-        t.done += t.receive ? route_.lanes->pull(t.peer, t.data + t.done, t.bytes - t.done)
-                            : route_.lanes->push(t.peer, t.data + t.done, t.bytes - t.done);
+        t.done += t.receive ? lanes_->pull(t.peer, t.data + t.done, t.bytes - t.done)
+                            : lanes_->push(t.peer, t.data + t.done, t.bytes - t.done);
       }
       if (t.done < t.bytes) {
         laneBusy |= bit;
@@ -172,7 +163,7 @@ class MessagesPending : public Pending {
     return all;
   }
 
-  Route route_;
+  std::shared_ptr<ShmLanes> lanes_;  // null: MPI messages only
   std::vector<LaneTransfer> laneTransfers_;
 };
 

@@ -17,8 +17,8 @@ using p2p::MessagesPending;
 class BinomialBroadcastPending final : public MessagesPending {
  public:
   BinomialBroadcastPending(MPI_Comm comm, int rank, int size, void* buf, size_t bytes, int root,
-                           p2p::Route route)
-      : MessagesPending(comm, std::move(route)),
+                           std::shared_ptr<ShmLanes> lanes)
+      : MessagesPending(comm, std::move(lanes)),
         size_(size),
         root_(root),
         buf_(buf),
@@ -76,8 +76,7 @@ class BinomialBroadcastPending final : public MessagesPending {
 template <typename Block>
 PendingPtr exchangeBlocks(MPI_Comm comm, int rank, int size, const void* send, void* recv,
                           std::shared_ptr<ShmLanes> lanes, Block block) {
-  auto p = std::make_unique<MessagesPending>(
-      comm, p2p::Route{std::move(lanes), p2p::kExchangeLanesUpTo});
+  auto p = std::make_unique<MessagesPending>(comm, std::move(lanes));
   p->reserve(2 * static_cast<size_t>(size - 1));
   auto* in = static_cast<char*>(const_cast<void*>(send));  // MPI_Isend's buffer is const
   auto* out = static_cast<char*>(recv);
@@ -129,8 +128,7 @@ PendingPtr pointToPointAllgatherv(MPI_Comm comm, int rank, int size, const void*
                                   size_t sendBytes, void* recv,
                                   const std::vector<size_t>& recvBytes,
                                   std::shared_ptr<ShmLanes> lanes) {
-  auto p = std::make_unique<MessagesPending>(
-      comm, p2p::Route{std::move(lanes), p2p::kExchangeLanesUpTo});
+  auto p = std::make_unique<MessagesPending>(comm, std::move(lanes));
   p->reserve(2 * static_cast<size_t>(size - 1));
   auto* out = static_cast<char*>(recv);
   const BlockOffsets offset(recvBytes);
@@ -158,7 +156,7 @@ PendingPtr pointToPointAllgatherv(MPI_Comm comm, int rank, int size, const void*
 PendingPtr binomialBroadcast(MPI_Comm comm, int rank, int size, void* buf, size_t bytes, int root,
                              std::shared_ptr<ShmLanes> lanes) {
   auto p = std::make_unique<BinomialBroadcastPending>(
-      comm, rank, size, buf, bytes, root, p2p::Route{std::move(lanes), p2p::kBroadcastLanesUpTo});
+      comm, rank, size, buf, bytes, root, std::move(lanes));
   if (int rc = p->start(); rc != MPI_SUCCESS) {
     p->cancelReceives();
     return finished(mpiError(rank == root ? "MPI_Isend" : "MPI_Irecv", rc));

@@ -37,7 +37,7 @@ constexpr int kMaxPointToPointRanks = 7;
 constexpr size_t kMinPointToPointAllreduceBytes = 4096;
 
 // `lanes` (may be null): the communicator's shared-memory lanes (mpi_shm.h); the schedules below
-// route a transfer through them or through MPI by its size alone (mpi_messages.h: Route).
+// route a transfer through them or through MPI by its size alone (mpi_messages.h: kLanesFrom).
 
 // Rank r sends sendBytes[j] bytes (packed in rank order in `send`) to rank j and receives
 // recvBytes[j] from it (packed in rank order in `recv`). `send` and `recv` must not overlap.
@@ -66,7 +66,8 @@ PendingPtr pointToPointAllgatherv(MPI_Comm comm, int rank, int size, const void*
 PendingPtr pointToPointReduceScatter(MPI_Comm comm, int rank, int size, const void* send,
                                      void* recv, const std::vector<size_t>& counts,
                                      const Reduction& reduction,
-                                     std::shared_ptr<ScratchPool> pool);
+                                     std::shared_ptr<ScratchPool> pool,
+                                     std::shared_ptr<ShmLanes> lanes);
 
 // Allreduce of `count` elements (`reduction`, as above) from `send` into `recv`
 // (send == nullptr: in place, recv holds this rank's contribution): a reduce-scatter as above,
@@ -74,7 +75,8 @@ PendingPtr pointToPointReduceScatter(MPI_Comm comm, int rank, int size, const vo
 // Every block is reduced once, by its owner, so all ranks get bitwise the same result.
 PendingPtr pointToPointAllreduce(MPI_Comm comm, int rank, int size, const void* send, void* recv,
                                  size_t count, const Reduction& reduction,
-                                 std::shared_ptr<ScratchPool> pool);
+                                 std::shared_ptr<ScratchPool> pool,
+                                 std::shared_ptr<ShmLanes> lanes);
 
 // Root's `bytes` bytes of `buf` replace every other rank's, down a binomial tree.
 PendingPtr binomialBroadcast(MPI_Comm comm, int rank, int size, void* buf, size_t bytes, int root,

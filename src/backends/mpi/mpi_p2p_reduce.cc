@@ -20,8 +20,9 @@ class ReduceScatterPending final : public MessagesPending {
  public:
   ReduceScatterPending(MPI_Comm comm, int rank, int size, const uint8_t* ownBlock, void* recv,
                        size_t count, const Reduction& reduction,
-                       std::shared_ptr<ScratchPool> pool, ScratchPool::Buffer scratch)
-      : MessagesPending(comm),
+                       std::shared_ptr<ScratchPool> pool, ScratchPool::Buffer scratch,
+                       std::shared_ptr<ShmLanes> lanes)
+      : MessagesPending(comm, std::move(lanes)),
         rank_(rank),
         size_(size),
         own_(ownBlock),
@@ -93,8 +94,8 @@ class AllreducePending final : public MessagesPending {
   };
 
   AllreducePending(MPI_Comm comm, const Layout& layout, const uint8_t* send, uint8_t* recv,
-                   std::shared_ptr<ScratchPool> pool)
-      : MessagesPending(comm),
+                   std::shared_ptr<ScratchPool> pool, std::shared_ptr<ShmLanes> lanes)
+      : MessagesPending(comm, std::move(lanes)),
         layout_(layout),
         send_(send),
         recv_(recv),
@@ -227,7 +228,8 @@ class AllreducePending final : public MessagesPending {
 PendingPtr pointToPointReduceScatter(MPI_Comm comm, int rank, int size, const void* send,
                                      void* recv, const std::vector<size_t>& counts,
                                      const Reduction& reduction,
-                                     std::shared_ptr<ScratchPool> pool) {
+                                     std::shared_ptr<ScratchPool> pool,
+                                     std::shared_ptr<ShmLanes> lanes) {
   const size_t elementSize = reduction.elementSize;
   const auto me = static_cast<size_t>(rank);
   const size_t mine = counts[me];
@@ -237,7 +239,7 @@ PendingPtr pointToPointReduceScatter(MPI_Comm comm, int rank, int size, const vo
   if (size > 2) scratch = pool->take(static_cast<size_t>(size - 2) * mine * elementSize);
   auto p = std::make_unique<ReduceScatterPending>(comm, rank, size, in + offset[me] * elementSize,
                                                   recv, mine, reduction, std::move(pool),
-                                                  std::move(scratch));
+                                                  std::move(scratch), std::move(lanes));
   p->reserve(2 * static_cast<size_t>(size - 1));
   for (int step = 1; step < size && mine != 0; ++step) {
     const int from = (rank - step + size) % size;
@@ -261,14 +263,16 @@ PendingPtr pointToPointReduceScatter(MPI_Comm comm, int rank, int size, const vo
 
 PendingPtr pointToPointAllreduce(MPI_Comm comm, int rank, int size, const void* send, void* recv,
                                  size_t count, const Reduction& reduction,
-                                 std::shared_ptr<ScratchPool> pool) {
+                                 std::shared_ptr<ScratchPool> pool,
+                                 std::shared_ptr<ShmLanes> lanes) {
   AllreducePending::Layout layout;
   layout.rank = rank;
   layout.size = size;
   layout.count = count;
   layout.reduction = reduction;
   auto p = std::make_unique<AllreducePending>(comm, layout, static_cast<const uint8_t*>(send),
-                                              static_cast<uint8_t*>(recv), std::move(pool));
+                                              static_cast<uint8_t*>(recv), std::move(pool),
+                                              std::move(lanes));
   if (int rc = p->start(); rc != MPI_SUCCESS) {
     p->cancelReceives();
     return finished(mpiError("MPI_Isend/MPI_Irecv", rc));

@@ -2,12 +2,12 @@
 // Shared-memory lanes between the ranks of a communicator that lives on one node: one ring of
 // chunks per ordered pair of ranks, written by the sender and read by the receiver, each side
 // copying with memcpy while the other copies too. MPICH moves a message above 8 KiB with a
-// rendezvous and one kernel copy (CMA, process_vm_readv) by the receiver alone, the sender
-// idle: on 2 ranks of the test VM (raw microbenchmark, medians of 11 interleaved blocks) a ring of
-// 4 x 128 KiB took 0.52-0.67x MPI_Bcast's time from 128 KiB to 2 MiB and 0.5x at 8 MiB, and
-// 0.63-0.67x MPI_Alltoall's at 128 KiB; at 512 KiB alltoall (256 KiB blocks, both cores already
-// copying) two memcpy per byte cost as much as CMA's one (1.02x), so exchanges use the lanes
-// only for smaller transfers (mpi_messages.h decides, from negotiated sizes only).
+// rendezvous and one kernel copy (CMA, process_vm_readv, with its page pinning) by the receiver
+// alone, the sender idle. Through a ring of 4 x 128 KiB chunks, hcoll on 2 ranks of the test VM
+// (medians of interleaved blocks, against the same schedule over MPI messages): broadcast
+// 0.5-0.8x MPI_Bcast's time from 128 KiB to 8 MiB, alltoall 0.8-0.95x MPI_Alltoall's from
+// 512 KiB to 64 MiB (over MPI messages 1.07-1.2x), allreduce 0.5x instead of 0.65x at 512 KiB.
+// Every point-to-point schedule routes its transfers above 8 KiB here (mpi_messages.h).
 //
 // A lane is a FIFO byte stream, like MPI's non-overtaking order on one (source, tag, comm): the
 // k-th transfer posted from i to j is the k-th posted by j from i, so the point-to-point
