@@ -118,6 +118,35 @@ HTEST_CASE("allgather: large input", "[allgather][large]") {
   hcoll_request_free(req);
 }
 
+// Blocks around the MPI backend's pieces and its lanes' 128 KiB chunks (mpi_messages.h,
+// mpi_shm.h), one byte longer per rank: this rank's own block is copied a chunk at a time
+// between lane moves when it is longer than one chunk.
+HTEST_CASE("allgather: blocks around the MPI backend's pieces and lane chunks", "[allgather]") {
+  const int r = worldRank();
+  const int n = worldSize();
+  for (int64_t base : {8193, 131071, 131072, 300000}) {
+    Tensor in(HCOLL_UINT8, {base + r});
+    for (int64_t i = 0; i < base + r; ++i) in.set(i, (r * 31 + i) % 251);
+    auto d = in.desc();
+    hcoll_request_t req;
+    const std::string name = "ag.lanes." + std::to_string(base);
+    HCOLL_REQUIRE_OK(hcoll_allgather(world(), name.c_str(), &d, &req));
+    HCOLL_REQUIRE_OK(hcoll_wait(req, 30));
+    hcoll_tensor_t out;
+    HCOLL_REQUIRE_OK(hcoll_request_output(req, 0, &out));
+    int64_t at = 0, wrong = 0;
+    for (int src = 0; src < n; ++src) {
+      for (int64_t i = 0; i < base + src; ++i, ++at) {
+        wrong += outputElement(out, at) != static_cast<double>((src * 31 + i) % 251);
+      }
+    }
+    HINFO("block " << base);
+    HREQUIRE(out.shape[0] == at);
+    HREQUIRE(wrong == 0);
+    hcoll_request_free(req);
+  }
+}
+
 HTEST_CASE("grouped_allgather: mixed dtypes and shapes, output i belongs to ins[i]",
           "[allgather][grouped]") {
   const std::vector<std::pair<hcoll_dtype_t, std::pair<int, std::vector<int64_t>>>> members = {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <cstring>
 #include <cstdint>
 #include <memory>
 #include <utility>
@@ -89,7 +90,8 @@ class MessagesPending : public Pending {
   }
 
   bool poll(Status* status) override {
-    const bool lanesDone = laneTransfers_.empty() || moveLanes();
+    const bool lanesDone =
+        (laneTransfers_.empty() && ownBlock_.done == ownBlock_.bytes) || moveLanes();
     if (requests_.empty()) return lanesDone && finishStage(status);
     int done = 0;
     const int rc = MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done,
@@ -103,6 +105,17 @@ class MessagesPending : public Pending {
     requests_.clear();
     receives_ = 0;
     return lanesDone && finishStage(status);
+  }
+
+  // This rank's own block (alltoall, allgather). With lanes it is copied a chunk at a time
+  // between moves on the lanes, so the peers' rings keep filling and emptying meanwhile: copied
+  // at once, a peer would wait for this rank's first chunk until the whole block was copied.
+  void copyOwnBlock(void* to, const void* from, size_t bytes) {
+    if (!lanes_ || bytes <= ShmLanes::kChunkBytes) {
+      std::memcpy(to, from, bytes);
+      return;
+    }
+    ownBlock_ = OwnBlock{static_cast<char*>(to), static_cast<const char*>(from), bytes, 0};
   }
 
   // A receive left posted would match a later operation's message: withdraw them.
@@ -138,8 +151,16 @@ class MessagesPending : public Pending {
     bool receive;
   };
 
+  struct OwnBlock {
+    char* to = nullptr;
+    const char* from = nullptr;
+    size_t bytes = 0;
+    size_t done = 0;
+  };
+
   bool finishStage(Status* status) {
     laneTransfers_.clear();
+    ownBlock_ = OwnBlock{};
     return advance(status);
   }
 
@@ -160,11 +181,18 @@ class MessagesPending : public Pending {
         all = false;
       }
     }
+    if (ownBlock_.done < ownBlock_.bytes) {
+      const size_t n = std::min(ShmLanes::kChunkBytes, ownBlock_.bytes - ownBlock_.done);
+      std::memcpy(ownBlock_.to + ownBlock_.done, ownBlock_.from + ownBlock_.done, n);
+      ownBlock_.done += n;
+      all = all && ownBlock_.done == ownBlock_.bytes;
+    }
     return all;
   }
 
   std::shared_ptr<ShmLanes> lanes_;  // null: MPI messages only
   std::vector<LaneTransfer> laneTransfers_;
+  OwnBlock ownBlock_;
 };
 
 // Where each rank's block starts (prefix sums of the byte counts), inline up to 8 ranks: these

@@ -99,7 +99,7 @@ PendingPtr exchangeBlocks(MPI_Comm comm, int rank, int size, const void* send, v
     }
   }
   const auto [sendOffset, bytes] = block(0, rank);
-  if (bytes != 0) std::memcpy(out + block(1, rank).first, in + sendOffset, bytes);
+  if (bytes != 0) p->copyOwnBlock(out + block(1, rank).first, in + sendOffset, bytes);
   return p;
 }
 
@@ -149,7 +149,7 @@ PendingPtr pointToPointAllgatherv(MPI_Comm comm, int rank, int size, const void*
       return finished(mpiError("MPI_Isend", rc));
     }
   }
-  if (send != nullptr && sendBytes != 0) std::memcpy(out + offset[me], send, sendBytes);
+  if (send != nullptr && sendBytes != 0) p->copyOwnBlock(out + offset[me], send, sendBytes);
   return p;
 }
 
