@@ -269,6 +269,32 @@ TEST_CASE("comm: destroy, then the handle is invalid; recreate works", "[comm]")
   REQUIRE(sumOn(world(), 1) == n);
 }
 
+// Each communicator on one node reserves shared-memory lanes (the MPI backend, mpi_shm.h) within
+// a budget per process; the communicators made beyond it must agree to use MPI alone, and every
+// one computes right. Then, all destroyed, new ones get lanes again (nothing leaked).
+TEST_CASE("comm: more communicators than the lanes' budget all compute right", "[comm][lanes]") {
+  const int r = worldRank();
+  const int n = worldSize();
+  for (int round = 0; round < 2; ++round) {
+    std::vector<hcoll_comm_t> comms(40, HCOLL_COMM_NULL);  // 40 x 1 MiB on 2 ranks > 32 MiB
+    for (auto& c : comms) HCOLL_REQUIRE_OK(hcoll_comm_split(world(), 0, 0, &c));
+    for (size_t i = 0; i < comms.size(); ++i) {
+      const int root = static_cast<int>(i) % n;
+      Tensor t(HCOLL_UINT8, {300001});
+      for (int64_t k = 0; k < t.elements(); ++k) t.set(k, r == root ? (k + i) % 251 : 255);
+      auto d = t.desc();
+      hcoll_request_t req;
+      HCOLL_REQUIRE_OK(hcoll_broadcast(comms[i], "bc", &d, root, &req));
+      HCOLL_REQUIRE_OK(waitAndFree(req));
+      int64_t wrong = 0;
+      for (int64_t k = 0; k < t.elements(); ++k) wrong += t.get(k) != (k + i) % 251;
+      INFO("round " << round << " communicator " << i);
+      REQUIRE(wrong == 0);
+    }
+    for (auto& c : comms) HCOLL_REQUIRE_OK(hcoll_comm_destroy(c));
+  }
+}
+
 TEST_CASE("comm: destroy drains operations every rank submitted", "[comm]") {
   const int n = worldSize();
   hcoll_comm_t sub = HCOLL_COMM_NULL;

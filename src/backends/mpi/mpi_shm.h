@@ -44,7 +44,8 @@ class ShmLanes {
 
   // Collective over `comm` (whose ranks are `size`, all on this node when localSize == size).
   // Returns the lanes, or null on every rank alike: not one node, too many ranks, HCOLL_MPI_SHM=0
-  // on any rank, or shared memory unavailable on any rank.
+  // on any rank, a rank's process already holding 32 MiB of lanes, or shared memory unavailable
+  // on any rank.
   static std::shared_ptr<ShmLanes> make(MPI_Comm comm, int rank, int size, int localSize,
                                         uint64_t uniqueId);
   ~ShmLanes();
