@@ -526,8 +526,7 @@ PendingPtr MpiChannel::allreduce(const void* send, void* recv, size_t count, Dat
   if (size_ <= kMaxPointToPointRanks &&
       count * dataTypeSize(dtype) >= kMinPointToPointAllreduceBytes) {
     return pointToPointAllreduce(data_.get(), rank_, size_, send, recv, count,
-                                 reductionFor(dtype, op), reduceScratch_,
-                                 lanes_);
+                                 reductionFor(dtype, op), reduceScratch_, lanes_);
   }
   MPI_Comm c = data_.get();
   MPI_Datatype type = toMpiType(dtype);
@@ -683,8 +682,7 @@ PendingPtr MpiChannel::reduceScatter(const void* send, void* recv,
   // faster than MPI_Reduce_scatter_block from 32 KiB to 2 MiB on 2 ranks (raw MPI, interleaved).
   if (size_ <= kMaxPointToPointRanks) {
     return pointToPointReduceScatter(data_.get(), rank_, size_, send, recv, recvCounts,
-                                     reductionFor(dtype, op), reduceScratch_,
-                                 lanes_);
+                                     reductionFor(dtype, op), reduceScratch_, lanes_);
   }
   auto p = std::make_unique<RequestsPending>();
   p->intArrays.resize(2);

@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <array>
 #include <climits>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <utility>
 #include <vector>
