@@ -173,13 +173,14 @@ HTEST_CASE("alltoall: an empty input submitted alone, on one rank and on every r
   }
 }
 
-// Blocks at and around the MPI backend's 8 KiB pieces and its lanes' 128 KiB bound
-// (mpi_messages.h), even and uneven: each peer's block is cut the same way on both sides, from the
-// negotiated split; at 131072 one exchange has blocks of 131072 (a lane) and 131073 bytes (MPI).
+// Blocks at and around the MPI backend's 8 KiB pieces and its lanes' 128 KiB chunks
+// (mpi_messages.h, mpi_shm.h), even and uneven: each peer's block is cut and routed the same way
+// on both sides, from the negotiated split; at 8192 one exchange has blocks of 8192 bytes (MPI
+// messages) and 8193 (a lane, on one node).
 HTEST_CASE("alltoall: blocks around the MPI backend's message pieces and lanes", "[alltoall]") {
   const int r = worldRank();
   const int n = worldSize();
-  for (int64_t base : {8191, 8193, 20001, 32768, 32769, 131071, 131072, 200000}) {
+  for (int64_t base : {8191, 8192, 8193, 20001, 32768, 32769, 131071, 131072, 200000}) {
     std::vector<int64_t> splits(static_cast<size_t>(n));
     int64_t total = 0;
     for (int j = 0; j < n; ++j) total += splits[j] = base + (r + j) % 2;  // uneven by a byte
