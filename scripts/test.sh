@@ -41,7 +41,8 @@ cmake --build build-test -j"$jobs"
 require_tests build-test python.numpy.np2 python.abi.np2 python.torch_errors.np2 examples.syncbn.np2 \
   bench.plot bench.plot_quick python.torch_api.np2 python.torch_optimizer.np2 python.torch_syncbn.np3 \
   examples.torch_train.np2 bench.torch_quick.np2 python.failures.raise.np2 \
-  python.failures.abort-hook.np2 python.failures.sigint.np2 python.failures.mixed-mpi
+  python.failures.abort-hook.np2 python.failures.sigint.np2 python.failures.mixed-mpi \
+  python.failures.mixed-mpi-late packaging.python_package
 ctest --test-dir build-test --output-on-failure --timeout 300
 
 echo "== Open MPI build: Python binding with mpi4py"
@@ -50,7 +51,7 @@ cmake -S . -B build-test-openmpi -DHCOLL_MPI=openmpi -DHCOLL_BUILD_BENCH=OFF -DH
 cmake --build build-test-openmpi -j"$jobs" --target hcoll
 require_tests build-test-openmpi python.numpy.np2 python.abi.np2 python.torch_errors.np2 examples.syncbn.np2 \
   python.mpi4py.np2 python.torch_mpi4py.np2 python.failures.raise.np2 \
-  python.failures.abort-hook.np2 python.failures.sigint.np2
+  python.failures.abort-hook.np2 python.failures.sigint.np2 packaging.python_package
 # As root (CI) Open MPI needs --allow-run-as-root --oversubscribe: the build passes them. In
 # containers its shared-memory transport cannot use CMA (ptrace), so it is told to copy instead.
 OMPI_MCA_btl_vader_single_copy_mechanism=none \
@@ -102,7 +103,8 @@ venv_python=$pip_dir/venv/bin/python
 # No network (--no-index): the build backend is Debian's setuptools + wheel (--no-build-isolation),
 # numpy/torch/mpi4py are Debian's, seen through --system-site-packages. Release, no tests, no bench.
 HCOLL_BUILD_DIR=$pip_dir/cmake CMAKE_BUILD_PARALLEL_LEVEL=$jobs \
-  "$venv_python" -m pip wheel --no-build-isolation --no-index --no-deps -w "$pip_dir/dist" .
+  "$venv_python" -m pip wheel --no-build-isolation --no-index --no-deps --no-cache-dir \
+    -w "$pip_dir/dist" .
 "$venv_python" -m pip install --no-index "$pip_dir"/dist/hcoll-*.whl
 # Outside the source tree, with the check script copied out of it: neither the working directory
 # nor the script's folder can put the source tree's bindings/python/hcoll before the install.
