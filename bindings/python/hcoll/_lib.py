@@ -268,7 +268,8 @@ def load():
         built = lib.hcoll_mpi_version().decode(errors="replace")
         if recorded is not None and _mpi_check.family_of(built) != _mpi_check.family_of(recorded):
             raise ImportError(f"{path} links {built}, but this package's build record "
-                              f"(_build_info.py) says {recorded}: a broken install; reinstall hcoll")
+                              f"(_build_info.py) says {recorded}: a broken install; "
+                              "reinstall hcoll")
         # Any library (a source tree's, $HCOLL_LIBRARY): checked by what it says it links, while
         # its MPI is still local to it, before that MPI is made global below.
         _mpi_check.check_import(path, built)
