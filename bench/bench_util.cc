@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdarg>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 
@@ -17,6 +18,8 @@ bool parseOptions(int argc, char** argv, int rank, Options* out) {
       out->quick = true;
     } else if (a == "--json" && i + 1 < argc) {
       out->jsonPath = argv[++i];
+    } else if (a == "--max-size" && i + 1 < argc) {
+      out->maxSize = std::strtoull(argv[++i], nullptr, 10);
     } else if (a == "--only" && i + 1 < argc) {
       std::string list = argv[++i];
       size_t start = 0;
@@ -29,7 +32,7 @@ bool parseOptions(int argc, char** argv, int rank, Options* out) {
     } else {
       if (rank == 0) {
         std::fprintf(stderr,
-                     "usage: hcoll-bench [--quick] [--json PATH] [--only LIST]\n"
+                     "usage: hcoll-bench [--quick] [--json PATH] [--only LIST] [--max-size BYTES]\n"
                      "  LIST: comma-separated of sweep, allreduce, allgather, broadcast, alltoall,\n"
                      "        reducescatter, floor, a, b, c, d, e, f, rss\n");
       }

@@ -21,6 +21,7 @@ struct Options {
   bool quick = false;
   std::string jsonPath;
   std::set<std::string> only;  // empty = everything
+  size_t maxSize = 0;          // the sweep's largest size in bytes (0 = its default)
   bool wants(const std::string& what) const { return only.empty() || only.count(what) > 0; }
 };
 

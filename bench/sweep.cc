@@ -220,11 +220,14 @@ void runSweep(Context& ctx) {
       {"alltoall", "none", 1.0 * (ctx.size - 1) / ctx.size, true},
       {"reducescatter", "sum", 1.0 * (ctx.size - 1) / ctx.size, true},
   };
-  const size_t maxBytes = ctx.options.quick ? (1u << 20) : (64u << 20);
+  const size_t maxBytes = ctx.options.maxSize > 0 ? std::max<size_t>(8, ctx.options.maxSize)
+                          : ctx.options.quick     ? (1u << 20)
+                                                  : (64u << 20);
   std::vector<size_t> sizes;
   for (size_t b = 8; b <= maxBytes; b *= 4) sizes.push_back(b);
   if (sizes.back() != maxBytes) sizes.push_back(maxBytes);
-  if (!ctx.options.quick) sizes.push_back(4u << 20);  // the 4 MiB point the core issue quotes
+  // The 4 MiB point the core issue quotes.
+  if (!ctx.options.quick && maxBytes >= (4u << 20)) sizes.push_back(4u << 20);
   std::sort(sizes.begin(), sizes.end());
   constexpr size_t kMid = 32u << 10, kLarge = 512u << 10, kAlltoallFrom = 128u << 10;
 

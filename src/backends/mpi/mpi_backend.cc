@@ -199,6 +199,7 @@ Status createBackend(std::optional<int> worldHandle, bool (*beforeFinalize)(),
     }
   }
   if (std::string bad = shmSettingError(); !bad.empty()) return invalidArgument(bad);
+  if (std::string bad = shmSmallSettingError(); !bad.empty()) return invalidArgument(bad);
   HCOLL_RETURN_IF_ERROR(createCustomTypes());
   *out = std::make_unique<MpiBackend>(world, rank, size);
   return Status::ok();

@@ -308,6 +308,7 @@ Status MpiChannel::make(CommHandle base, std::unique_ptr<Channel>* out) {
   }
   // Collective too (every rank of `base` makes the channel): all ranks get lanes or none.
   ch->lanes_ = ShmLanes::make(data, ch->rank_, ch->size_, ch->localSize_, ch->noticeId_);
+  ch->small_ = ShmControl::make(data, ch->rank_, ch->size_, ch->localSize_, ch->noticeId_);
   ch->control_ = std::move(base);
   ch->postNoticeReceive();
   *out = std::move(ch);
@@ -492,6 +493,9 @@ std::vector<int> MpiChannel::peersWaiting(uint64_t round) {
 }
 
 PendingPtr MpiChannel::allreduceBitsAnd(uint64_t* words, size_t count) {
+  if (small_) {
+    if (PendingPtr p = small_->andBits(words, count)) return p;
+  }
   MPI_Comm c = control_.get();
   const bool powerOfTwo = size_ > 1 && (size_ & (size_ - 1)) == 0;
   if (powerOfTwo && count <= static_cast<size_t>(std::numeric_limits<int>::max())) {
@@ -519,6 +523,9 @@ PendingPtr MpiChannel::allreduce(const void* send, void* recv, size_t count, Dat
     wide->widen(send != nullptr ? send : recv, 0, count, dtype);
     PendingPtr inner = allreduce(nullptr, wide->data(), count, DataType::kFloat32, op);
     return narrowWhenDone(std::move(inner), std::move(wide), 0, count, dtype, recv, widePool_);
+  }
+  if (small_) {
+    if (PendingPtr p = small_->allreduce(send, recv, count, reductionFor(dtype, op))) return p;
   }
   // Small communicators: point-to-point messages and local reductions (mpi_p2p.h), also free of
   // MPICH's temporary buffer per call (whose first touches made a 32 MiB MPI_Allreduce take
@@ -553,6 +560,9 @@ PendingPtr MpiChannel::allreduce(const void* send, void* recv, size_t count, Dat
 
 PendingPtr MpiChannel::allgatherv(const void* send, size_t sendBytes, void* recv,
                                   const std::vector<size_t>& recvBytes) {
+  if (small_) {
+    if (PendingPtr p = small_->allgatherv(send, sendBytes, recv, recvBytes)) return p;
+  }
   if (size_ <= kMaxPointToPointRanks) {
     return pointToPointAllgatherv(data_.get(), rank_, size_, send, sendBytes, recv, recvBytes,
                                   lanes_);
@@ -597,6 +607,9 @@ PendingPtr MpiChannel::allgatherv(const void* send, size_t sendBytes, void* recv
 }
 
 PendingPtr MpiChannel::broadcast(void* buf, size_t bytes, int root) {
+  if (small_) {
+    if (PendingPtr p = small_->broadcast(buf, bytes, root)) return p;
+  }
   MPI_Comm c = data_.get();
   if (size_ <= kMaxPointToPointRanks) {
     return binomialBroadcast(c, rank_, size_, buf, bytes, root, lanes_);
@@ -654,6 +667,9 @@ PendingPtr MpiChannel::alltoall(const void* send, void* recv, size_t bytesPerRan
   // MPICH's MPI_Ialltoall beats MPI_Ialltoallv on even splits (e.g. ~26 vs ~43 us at 512 KiB and
   // ~130 vs ~210 us at 2 MiB, 2 ranks). Beyond an int count, alltoallv's handling of large
   // counts applies (the same on every rank).
+  if (small_ && ranks == static_cast<size_t>(size_)) {
+    if (PendingPtr p = small_->alltoall(send, recv, bytesPerRank)) return p;
+  }
   if (size_ <= kMaxPointToPointRanks)
     return pointToPointAlltoall(data_.get(), rank_, size_, send, recv, bytesPerRank, lanes_);
   if (bytesPerRank > INT_MAX) return Channel::alltoall(send, recv, bytesPerRank, ranks);
@@ -677,6 +693,11 @@ PendingPtr MpiChannel::reduceScatter(const void* send, void* recv,
     PendingPtr inner =
         reduceScatter(wide->data(), wide->data() + total, recvCounts, DataType::kFloat32, op);
     return narrowWhenDone(std::move(inner), std::move(wide), total, mine, dtype, recv, widePool_);
+  }
+  if (small_) {
+    if (PendingPtr p = small_->reduceScatter(send, recv, recvCounts, reductionFor(dtype, op))) {
+      return p;
+    }
   }
   // Small communicators: point-to-point messages and a local reduction (mpi_p2p.h), ~5-10 %
   // faster than MPI_Reduce_scatter_block from 32 KiB to 2 MiB on 2 ranks (raw MPI, interleaved).
@@ -707,6 +728,7 @@ PendingPtr MpiChannel::reduceScatter(const void* send, void* recv,
 }
 
 PendingPtr MpiChannel::barrier() {
+  if (small_) return small_->barrier();
   MPI_Comm c = data_.get();
   return startRequest("MPI_Ibarrier",
                       [&](RequestsPending*, MPI_Request* r) { return MPI_Ibarrier(c, r); });

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "backends/mpi/mpi_p2p.h"
+#include "backends/mpi/mpi_shm_control.h"
 #include "backends/mpi/mpi_widen.h"
 
 #include <memory>
@@ -108,6 +109,9 @@ class MpiChannel final : public Channel {
   std::shared_ptr<ScratchPool> reduceScratch_ = std::make_shared<ScratchPool>();
   // Shared-memory lanes between the ranks when they all live on this node (mpi_shm.h), or null.
   std::shared_ptr<ShmLanes> lanes_;
+  // The small-message control block when the ranks all live on this node (mpi_shm_control.h), or
+  // null: the readiness AND and the small collectives go through it.
+  std::shared_ptr<ShmControl> small_;
 };
 
 }  // namespace hcoll::backends::mpi

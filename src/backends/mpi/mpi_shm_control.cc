@@ -1,0 +1,365 @@
+#include "backends/mpi/mpi_shm_control.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "backends/mpi/mpi_shm_segment.h"
+#include "common/logging.h"
+
+namespace hcoll::backends::mpi {
+namespace {
+
+// A slot of one rank: its `published` and `acked` counters on cache lines of their own (a
+// rank's stores to one must not evict what its peers poll on the other), then the payload.
+constexpr size_t kLine = 64;
+constexpr size_t kSlotHeader = 2 * kLine;
+
+size_t slotStride(size_t slotBytes) { return kSlotHeader + slotBytes; }
+size_t planeBytes(int size, size_t slotBytes) {
+  return static_cast<size_t>(size) * ShmControl::kSlots * slotStride(slotBytes);
+}
+
+uint64_t loadAcquire(const uint64_t* at) { return __atomic_load_n(at, __ATOMIC_ACQUIRE); }
+void storeRelease(uint64_t* at, uint64_t v) { __atomic_store_n(at, v, __ATOMIC_RELEASE); }
+
+bool settingOn(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr || *v == '\0' || std::strcmp(v, "1") == 0;
+}
+
+// One operation through a plane's slot (see the top of mpi_shm_control.h): publish this rank's
+// contribution, wait for the ranks it needs, compute the result from their payloads, ack.
+class SlotPending : public Pending {
+ public:
+  SlotPending(std::shared_ptr<ShmControl> block, ShmControl::Plane* plane)
+      : rank_(block->rank()),
+        size_(block->size()),
+        block_(std::move(block)),
+        plane_(plane),
+        seq_(++plane->started),
+        slot_(seq_ % ShmControl::kSlots) {}
+
+  bool poll(Status* status) override {
+    if (!published_ && !(published_ = tryPublish())) return false;
+    for (; waitingFor_ < size_; ++waitingFor_) {
+      if (needs(waitingFor_) && loadAcquire(publishedLine(waitingFor_)) < seq_) return false;
+    }
+    *status = consume();
+    storeRelease(ackedLine(rank_), seq_);
+    return true;
+  }
+
+ protected:
+  // Copies this rank's contribution into its payload (at most the plane's slot bytes).
+  virtual void fill(char* payload) = 0;
+  // Whether this rank reads rank r's payload (default: every rank's).
+  virtual bool needs(int r) const { return r != rank_; }
+  // Computes this rank's result from the payloads of the ranks it needs.
+  virtual Status consume() = 0;
+
+  const char* payload(int r) const { return slot(r) + kSlotHeader; }
+  int rank_;
+  int size_;
+
+ private:
+  char* slot(int r) const {
+    const size_t index = static_cast<size_t>(r) * ShmControl::kSlots + slot_;
+    return plane_->base + index * slotStride(plane_->slotBytes);
+  }
+  uint64_t* publishedLine(int r) const { return reinterpret_cast<uint64_t*>(slot(r)); }
+  uint64_t* ackedLine(int r) const { return reinterpret_cast<uint64_t*>(slot(r) + kLine); }
+
+  // The slot is free once every rank acked the operation that used it kSlots ago (its payload
+  // may still be read until then).
+  bool tryPublish() {
+    for (int r = 0; r < size_; ++r) {
+      if (loadAcquire(ackedLine(r)) + ShmControl::kSlots < seq_) return false;
+    }
+    fill(slot(rank_) + kSlotHeader);
+    storeRelease(publishedLine(rank_), seq_);
+    return true;
+  }
+
+  std::shared_ptr<ShmControl> block_;  // keeps the mapping while an abandoned operation lives
+  ShmControl::Plane* plane_;
+  uint64_t seq_;
+  size_t slot_;
+  bool published_ = false;
+  int waitingFor_ = 0;
+};
+
+// Creates an operation and tries to publish at once (the peers may be waiting for it already).
+template <class Op, class... Args>
+PendingPtr start(Args&&... args) {
+  auto op = std::make_unique<Op>(std::forward<Args>(args)...);
+  Status ignored;
+  if (op->poll(&ignored)) return finished(ignored);
+  return op;
+}
+
+class AndBitsOp final : public SlotPending {
+ public:
+  AndBitsOp(std::shared_ptr<ShmControl> b, ShmControl::Plane* p, uint64_t* words, size_t count)
+      : SlotPending(std::move(b), p), words_(words), count_(count) {}
+
+ private:
+  void fill(char* payload) override { std::memcpy(payload, words_, count_ * sizeof(uint64_t)); }
+  Status consume() override {
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      const auto* theirs = reinterpret_cast<const uint64_t*>(payload(r));
+      for (size_t i = 0; i < count_; ++i) words_[i] &= theirs[i];
+    }
+    return Status::ok();
+  }
+  uint64_t* words_;
+  size_t count_;
+};
+
+class AllreduceOp final : public SlotPending {
+ public:
+  AllreduceOp(std::shared_ptr<ShmControl> b, ShmControl::Plane* p, const void* send, void* recv,
+              size_t count, const Reduction& reduction)
+      : SlotPending(std::move(b), p),
+        send_(send != nullptr ? send : recv),
+        recv_(recv),
+        count_(count),
+        reduction_(reduction) {}
+
+ private:
+  void fill(char* payload) override {
+    std::memcpy(payload, send_, count_ * reduction_.elementSize);
+  }
+  bool needs(int) const override { return true; }  // its own payload too (recv may be send)
+  // In rank order on every rank, so that every rank gets the same bits.
+  Status consume() override {
+    std::memcpy(recv_, payload(0), count_ * reduction_.elementSize);
+    for (int r = 1; r < size_; ++r) {
+      Status s = reduceLocal(reduction_, payload(r), recv_, count_);
+      if (!s.isOk()) return s;
+    }
+    return Status::ok();
+  }
+  const void* send_;
+  void* recv_;
+  size_t count_;
+  Reduction reduction_;
+};
+
+class ReduceScatterOp final : public SlotPending {
+ public:
+  ReduceScatterOp(std::shared_ptr<ShmControl> b, ShmControl::Plane* p, const void* send,
+                  void* recv, size_t totalBytes, size_t offsetBytes, size_t count,
+                  const Reduction& reduction)
+      : SlotPending(std::move(b), p),
+        send_(send),
+        recv_(recv),
+        totalBytes_(totalBytes),
+        offsetBytes_(offsetBytes),
+        count_(count),
+        reduction_(reduction) {}
+
+ private:
+  void fill(char* payload) override { std::memcpy(payload, send_, totalBytes_); }
+  bool needs(int) const override { return true; }
+  Status consume() override {
+    std::memcpy(recv_, payload(0) + offsetBytes_, count_ * reduction_.elementSize);
+    for (int r = 1; r < size_; ++r) {
+      Status s = reduceLocal(reduction_, payload(r) + offsetBytes_, recv_, count_);
+      if (!s.isOk()) return s;
+    }
+    return Status::ok();
+  }
+  const void* send_;
+  void* recv_;
+  size_t totalBytes_, offsetBytes_, count_;
+  Reduction reduction_;
+};
+
+class BroadcastOp final : public SlotPending {
+ public:
+  BroadcastOp(std::shared_ptr<ShmControl> b, ShmControl::Plane* p, void* buf, size_t bytes,
+              int root)
+      : SlotPending(std::move(b), p), buf_(buf), bytes_(bytes), root_(root) {}
+
+ private:
+  void fill(char* payload) override {
+    if (rank_ == root_) std::memcpy(payload, buf_, bytes_);
+  }
+  bool needs(int r) const override { return r == root_ && r != rank_; }
+  Status consume() override {
+    if (rank_ != root_) std::memcpy(buf_, payload(root_), bytes_);
+    return Status::ok();
+  }
+  void* buf_;
+  size_t bytes_;
+  int root_;
+};
+
+class AllgathervOp final : public SlotPending {
+ public:
+  AllgathervOp(std::shared_ptr<ShmControl> b, ShmControl::Plane* p, const void* send, void* recv,
+               const std::vector<size_t>& recvBytes)
+      : SlotPending(std::move(b), p), send_(send), recv_(static_cast<char*>(recv)),
+        recvBytes_(recvBytes) {}
+
+ private:
+  size_t offset(int r) const {
+    size_t at = 0;
+    for (int i = 0; i < r; ++i) at += recvBytes_[static_cast<size_t>(i)];
+    return at;
+  }
+  void fill(char* payload) override {
+    const size_t mine = recvBytes_[static_cast<size_t>(rank_)];
+    std::memcpy(payload, send_ != nullptr ? send_ : recv_ + offset(rank_), mine);
+  }
+  Status consume() override {
+    size_t at = 0;
+    for (int r = 0; r < size_; ++r) {
+      const size_t n = recvBytes_[static_cast<size_t>(r)];
+      if (r != rank_) {
+        std::memcpy(recv_ + at, payload(r), n);
+      } else if (send_ != nullptr) {
+        std::memcpy(recv_ + at, send_, n);
+      }
+      at += n;
+    }
+    return Status::ok();
+  }
+  const void* send_;
+  char* recv_;
+  std::vector<size_t> recvBytes_;
+};
+
+class AlltoallOp final : public SlotPending {
+ public:
+  AlltoallOp(std::shared_ptr<ShmControl> b, ShmControl::Plane* p, const void* send, void* recv,
+             size_t bytesPerRank)
+      : SlotPending(std::move(b), p),
+        send_(static_cast<const char*>(send != nullptr ? send : recv)),
+        recv_(static_cast<char*>(recv)),
+        block_(bytesPerRank) {}
+
+ private:
+  void fill(char* payload) override {
+    std::memcpy(payload, send_, block_ * static_cast<size_t>(size_));
+  }
+  Status consume() override {
+    const size_t mine = static_cast<size_t>(rank_) * block_;
+    for (int r = 0; r < size_; ++r) {
+      const char* from = r == rank_ ? send_ + mine : payload(r) + mine;
+      char* to = recv_ + static_cast<size_t>(r) * block_;
+      if (from != to) std::memcpy(to, from, block_);  // in place: this rank's block is there
+    }
+    return Status::ok();
+  }
+  const char* send_;
+  char* recv_;
+  size_t block_;
+};
+
+class BarrierOp final : public SlotPending {
+ public:
+  using SlotPending::SlotPending;
+
+ private:
+  void fill(char*) override {}
+  Status consume() override { return Status::ok(); }
+};
+
+}  // namespace
+
+std::string shmSmallSettingError() {
+  const char* v = std::getenv("HCOLL_MPI_SHM_SMALL");
+  if (v == nullptr || *v == '\0' || std::strcmp(v, "0") == 0 || std::strcmp(v, "1") == 0) {
+    return {};
+  }
+  return std::string("HCOLL_MPI_SHM_SMALL must be 0 or 1, not '") + v + "'";
+}
+
+std::shared_ptr<ShmControl> ShmControl::make(MPI_Comm comm, int rank, int size, int localSize,
+                                             uint64_t uniqueId) {
+  // Decided by facts every rank shares before any rank looks further, so the collective calls
+  // below run on all ranks or none.
+  if (size < 2 || size > kMaxRanks || localSize != size) return nullptr;
+  const size_t bytes = planeBytes(size, kControlSlotBytes) + planeBytes(size, kDataSlotBytes);
+  const bool wanted = settingOn("HCOLL_MPI_SHM") && settingOn("HCOLL_MPI_SHM_SMALL");
+  const bool claimed = wanted && claimShmBudget(bytes);
+  void* base = mapNodeSegment(comm, rank, bytes, uniqueId, "ctl", claimed);
+  if (base == nullptr) {
+    if (claimed) releaseShmBudget(bytes);
+    logging::get("backend")->debug(
+        "communicator of {} ranks on one node: no shared-memory control block ({}): small "
+        "operations through MPI messages",
+        size, !wanted ? "HCOLL_MPI_SHM or HCOLL_MPI_SHM_SMALL is 0 here"
+              : !claimed ? "this process's 32 MiB of shared memory are in use"
+                         : "another rank declined, or /dev/shm failed");
+    return nullptr;
+  }
+  logging::get("backend")->debug(
+      "communicator of {} ranks on one node: shared-memory control block, {} KiB", size,
+      bytes >> 10);
+  return std::shared_ptr<ShmControl>(new ShmControl(base, bytes, rank, size));
+}
+
+ShmControl::ShmControl(void* base, size_t bytes, int rank, int size)
+    : base_(base), bytes_(bytes), rank_(rank), size_(size) {
+  control_.base = static_cast<char*>(base);
+  control_.slotBytes = kControlSlotBytes;
+  data_.base = control_.base + planeBytes(size, kControlSlotBytes);
+  data_.slotBytes = kDataSlotBytes;
+}
+
+ShmControl::~ShmControl() { unmapNodeSegment(base_, bytes_); }
+
+PendingPtr ShmControl::andBits(uint64_t* words, size_t count) {
+  if (count * sizeof(uint64_t) > control_.slotBytes) return nullptr;
+  return start<AndBitsOp>(shared_from_this(), &control_, words, count);
+}
+
+PendingPtr ShmControl::allreduce(const void* send, void* recv, size_t count,
+                                 const Reduction& reduction) {
+  if (count * reduction.elementSize > data_.slotBytes) return nullptr;
+  return start<AllreduceOp>(shared_from_this(), &data_, send, recv, count, reduction);
+}
+
+PendingPtr ShmControl::allgatherv(const void* send, size_t sendBytes, void* recv,
+                                  const std::vector<size_t>& recvBytes) {
+  (void)sendBytes;  // recvBytes[rank] (the same on every rank, unlike sendBytes alone)
+  if (recvBytes.size() != static_cast<size_t>(size_)) return nullptr;
+  for (size_t b : recvBytes) {
+    if (b > data_.slotBytes) return nullptr;
+  }
+  return start<AllgathervOp>(shared_from_this(), &data_, send, recv, recvBytes);
+}
+
+PendingPtr ShmControl::broadcast(void* buf, size_t bytes, int root) {
+  if (bytes > data_.slotBytes || root < 0 || root >= size_) return nullptr;
+  return start<BroadcastOp>(shared_from_this(), &data_, buf, bytes, root);
+}
+
+PendingPtr ShmControl::alltoall(const void* send, void* recv, size_t bytesPerRank) {
+  if (bytesPerRank > data_.slotBytes / static_cast<size_t>(size_)) return nullptr;
+  return start<AlltoallOp>(shared_from_this(), &data_, send, recv, bytesPerRank);
+}
+
+PendingPtr ShmControl::reduceScatter(const void* send, void* recv,
+                                     const std::vector<size_t>& recvCounts,
+                                     const Reduction& reduction) {
+  if (recvCounts.size() != static_cast<size_t>(size_)) return nullptr;
+  size_t total = 0, offset = 0;
+  for (size_t r = 0; r < recvCounts.size(); ++r) {
+    if (r == static_cast<size_t>(rank_)) offset = total;
+    total += recvCounts[r];
+  }
+  if (total * reduction.elementSize > data_.slotBytes) return nullptr;
+  const size_t es = reduction.elementSize;
+  // A null send (MPI_IN_PLACE's meaning): the whole input is in recv.
+  return start<ReduceScatterOp>(shared_from_this(), &data_, send != nullptr ? send : recv,
+                                recv, total * es, offset * es,
+                                recvCounts[static_cast<size_t>(rank_)], reduction);
+}
+
+PendingPtr ShmControl::barrier() { return start<BarrierOp>(shared_from_this(), &data_); }
+
+}  // namespace hcoll::backends::mpi

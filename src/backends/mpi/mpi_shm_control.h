@@ -1,0 +1,90 @@
+#pragma once
+// The small-message path: a per-communicator shared-memory control block through which the
+// readiness AND (allreduceBitsAnd) and the data plane's small collectives move, on communicators
+// of 2-8 ranks that all share a node. Over MPI messages on 2 ranks of the test VM, each of an
+// operation's two exchanges (readiness, then data) cost ~1.1-1.5 us (MPICH over UCX shared
+// memory); through cache lines of a segment every rank maps, an exchange is one store and one
+// cache-line transfer per peer.
+//
+// Every rank has, per plane (control, data) and per slot (kSlots per plane, used round-robin by
+// the plane's operations in the order they are started), a `published` line, an `acked` line and
+// a payload. The k-th operation of a plane (k from 1) in slot k % kSlots: each rank copies its
+// contribution into its payload and stores k into `published`, waits until every rank it needs
+// published k, computes its result from the payloads (reductions in rank order 0..n-1 on every
+// rank, so every rank gets the same bits), then stores k into `acked`. A rank reuses a slot for
+// operation k only once every rank acked k - kSlots. The route (this block or MPI) depends only
+// on what every rank shares: the block's presence, agreed at creation (MIN over the ranks, like
+// the lanes), and the operation's negotiated sizes; so the k-th operation routed here is the same
+// on every rank, and MPI's own matching is never involved.
+//
+// Waiting is polling a flag, like an MPI request: the runtime's bounded waits (stall shutdown,
+// close bound, the peers' notices) apply unchanged, so a peer that died holding the block fails
+// the survivor within those bounds. The segment is unlinked once every rank mapped it.
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/mpi/mpi_local_reduce.h"
+
+namespace hcoll::backends::mpi {
+
+// HCOLL_MPI_SHM_SMALL (0 | 1, default 1): what is wrong with its value, or empty. `0` on any rank
+// (or HCOLL_MPI_SHM=0) turns the path off for every communicator that rank is part of.
+std::string shmSmallSettingError();
+
+class ShmControl : public std::enable_shared_from_this<ShmControl> {
+ public:
+  static constexpr int kMaxRanks = 8;
+  static constexpr size_t kSlots = 4;
+  // The most one rank contributes to one data-plane operation here (its whole send buffer; for a
+  // reduction, before the reduction): from 32 KiB the MPI schedules with the lanes are as fast.
+  static constexpr size_t kDataSlotBytes = size_t{16} << 10;
+  static constexpr size_t kControlSlotBytes = 1024;
+
+  // Collective over `comm` (whose ranks are `size`, all on this node when localSize == size).
+  // Returns the block, or null on every rank alike.
+  static std::shared_ptr<ShmControl> make(MPI_Comm comm, int rank, int size, int localSize,
+                                          uint64_t uniqueId);
+  ~ShmControl();
+  ShmControl(const ShmControl&) = delete;
+  ShmControl& operator=(const ShmControl&) = delete;
+
+  // Each returns the operation through the block, or null where it is not routed here (the
+  // caller then uses MPI); the decision is the same on every rank (see the top of this file).
+  PendingPtr andBits(uint64_t* words, size_t count);
+  PendingPtr allreduce(const void* send, void* recv, size_t count, const Reduction& reduction);
+  PendingPtr allgatherv(const void* send, size_t sendBytes, void* recv,
+                        const std::vector<size_t>& recvBytes);
+  PendingPtr broadcast(void* buf, size_t bytes, int root);
+  PendingPtr alltoall(const void* send, void* recv, size_t bytesPerRank);
+  PendingPtr reduceScatter(const void* send, void* recv, const std::vector<size_t>& recvCounts,
+                           const Reduction& reduction);
+  PendingPtr barrier();
+
+  // One plane's slots (public for the operations in mpi_shm_control.cc).
+  struct Plane {
+    char* base = nullptr;
+    size_t slotBytes = 0;
+    uint64_t started = 0;  // operations started on this plane (only the driving thread)
+  };
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+ private:
+  ShmControl(void* base, size_t bytes, int rank, int size);
+
+  void* base_;
+  size_t bytes_;
+  int rank_;
+  int size_;
+  Plane control_;
+  Plane data_;
+};
+
+}  // namespace hcoll::backends::mpi
