@@ -5,6 +5,10 @@
 // schedule, tens of ms here) and rank 1 dies 1 ms later, while the data moves. "lane-phase": the
 // same with a 64 MiB broadcast from rank 0, which on one node moves through the MPI backend's
 // shared-memory lanes (mpi_shm.h): rank 0 waits for room in a ring its dead peer never empties.
+// "small-phase": both run a loop of 8-byte allreduces, whose readiness rounds and data move
+// through the shared-memory control block (mpi_shm_control.h), and rank 1 dies right after a
+// submission, while the block's slots are in use: rank 0 waits on a flag its peer never sets.
+// Each rank prints its pid: the wrapper checks that no segment of rank 0's is left in /dev/shm.
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -12,17 +16,21 @@
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
 #include "hcoll/hcoll.h"
 
 int main(int argc, char** argv) {
   const bool lanePhase = argc > 1 && std::string(argv[1]) == "lane-phase";
-  const bool dataPhase = lanePhase || (argc > 1 && std::string(argv[1]) == "data-phase");
+  const bool smallPhase = argc > 1 && std::string(argv[1]) == "small-phase";
+  const bool dataPhase =
+      lanePhase || smallPhase || (argc > 1 && std::string(argv[1]) == "data-phase");
   if (hcoll_initialize(nullptr) != HCOLL_SUCCESS) return 2;
   hcoll_comm_t w;
   hcoll_comm_world(&w);
   int rank = 0;
   hcoll_comm_rank(w, &rank);
-  std::vector<float> data(dataPhase ? size_t{16} << 20 : 64);
+  std::vector<float> data(dataPhase && !smallPhase ? size_t{16} << 20 : smallPhase ? 2 : 64);
   int64_t shape[] = {static_cast<int64_t>(data.size())};
   hcoll_tensor_t t{data.data(), HCOLL_FLOAT32, 1, shape, HCOLL_DEVICE_HOST, nullptr};
   hcoll_request_t req;
@@ -30,10 +38,30 @@ int main(int argc, char** argv) {
   hcoll_allreduce(w, "warmup", &t, &t, HCOLL_SUM, 1, 1, &req);
   if (hcoll_wait(req, 30) != HCOLL_SUCCESS) return 3;
   hcoll_request_free(req);
-  std::printf("rank %d: warmed up\n", rank);
+  std::printf("rank %d: warmed up (pid %d)\n", rank, static_cast<int>(getpid()));
   std::fflush(stdout);
   if (rank == 1 && !dataPhase) std::raise(SIGKILL);
-  if (lanePhase) {
+  if (smallPhase) {
+    // Steady small operations (cached after the first), until rank 1 dies after the 2000th
+    // submission; rank 0 goes on until an operation fails.
+    for (int i = 0;; ++i) {
+      hcoll_allreduce(w, "small", &t, &t, HCOLL_SUM, 1, 1, &req);
+      if (rank == 1 && i == 2000) std::raise(SIGKILL);
+      if (rank == 0) {
+        const hcoll_status_t s = hcoll_wait(req, -1);
+        if (s != HCOLL_SUCCESS) {
+          std::printf("rank 0: wait returned %s after %d operations: %s\n",
+                      hcoll_status_string(s), i, hcoll_request_error(req));
+          hcoll_request_free(req);
+          hcoll_shutdown();
+          return 0;
+        }
+      } else if (hcoll_wait(req, 30) != HCOLL_SUCCESS) {
+        return 4;
+      }
+      hcoll_request_free(req);
+    }
+  } else if (lanePhase) {
     hcoll_broadcast(w, "after-kill", &t, 0, &req);
   } else {
     hcoll_allreduce(w, "after-kill", &t, &t, HCOLL_SUM, 1, 1, &req);

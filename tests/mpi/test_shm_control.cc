@@ -1,0 +1,199 @@
+// The MPI backend's small-message control block (mpi_shm_control.h), driven directly over
+// MPI_COMM_WORLD on 2-4 ranks of one node: more operations in flight than it has slots, polled
+// in reverse order (a later operation waits for its slot to be acked), every collective it
+// carries with results computed directly, in place and out of place, a rank that starts late by
+// milliseconds, sizes above its limit left to MPI on every rank alike, and the agreement at
+// creation when HCOLL_MPI_SHM_SMALL=0 on some ranks (the job runs with it on one rank only too).
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backends/mpi/mpi_local_reduce.h"
+#include "backends/mpi/mpi_shm_control.h"
+
+namespace {
+
+using hcoll::DataType;
+using hcoll::ReduceOp;
+using hcoll::Status;
+using hcoll::backends::PendingPtr;
+using hcoll::backends::mpi::reductionFor;
+using hcoll::backends::mpi::ShmControl;
+
+int gRank = 0, gSize = 1;
+
+bool offHere() {
+  const char* v = std::getenv("HCOLL_MPI_SHM_SMALL");
+  return v != nullptr && std::strcmp(v, "0") == 0;
+}
+
+std::shared_ptr<ShmControl> makeBlock() {
+  static uint64_t id = 0x5eed;
+  return ShmControl::make(MPI_COMM_WORLD, gRank, gSize, gSize, ++id);
+}
+
+// Polls every operation, last first, until all finished; each status must be ok. A bound keeps
+// a protocol error from hanging the test (the CTest timeout is the second line).
+void pollAll(std::vector<PendingPtr>& ops) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  std::vector<bool> done(ops.size(), false);
+  size_t left = ops.size();
+  while (left > 0) {
+    REQUIRE(std::chrono::steady_clock::now() < deadline);
+    for (size_t i = ops.size(); i-- > 0;) {
+      if (done[i]) continue;
+      Status s;
+      if (ops[i]->poll(&s)) {
+        REQUIRE(s.isOk());
+        done[i] = true;
+        --left;
+      }
+    }
+  }
+}
+
+int allOf(int v, MPI_Op op) {
+  int out = 0;
+  MPI_Allreduce(&v, &out, 1, MPI_INT, op, MPI_COMM_WORLD);
+  return out;
+}
+
+TEST_CASE("ranks agree at creation whether they have the block") {
+  auto block = makeBlock();
+  const bool anyOff = allOf(offHere() ? 1 : 0, MPI_MAX) != 0;
+  CHECK(allOf(block ? 1 : 0, MPI_MIN) == allOf(block ? 1 : 0, MPI_MAX));
+  CHECK((block != nullptr) == !anyOff);
+}
+
+TEST_CASE("more operations in flight than slots, polled out of order") {
+  auto block = makeBlock();
+  if (!block) {
+    SUCCEED("HCOLL_MPI_SHM_SMALL=0 on some rank: no block (checked above)");
+    return;
+  }
+  const int n = gSize, me = gRank;
+  const size_t rounds = 3 * ShmControl::kSlots;
+  const bool late = GENERATE(false, true);
+  if (late && me == n - 1) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  struct Round {
+    std::vector<int32_t> sum, sumIn;
+    std::vector<char> gathered, bcast, a2aIn, a2aOut;
+    std::vector<int32_t> rsIn, rsOut;
+    std::vector<uint64_t> bits;
+    std::vector<size_t> gatherBytes;
+  };
+  std::vector<Round> r(rounds);
+  std::vector<PendingPtr> ops;
+  const auto sum = reductionFor(DataType::kInt32, ReduceOp::kSum);
+  for (size_t k = 0; k < rounds; ++k) {
+    Round& x = r[k];
+    const size_t count = 1 + k * 37;
+    const bool inPlace = k % 2 == 1;
+    x.sumIn.resize(count);
+    x.sum.resize(count);
+    for (size_t i = 0; i < count; ++i) x.sumIn[i] = static_cast<int32_t>((me + 1) * (i + k));
+    if (inPlace) x.sum = x.sumIn;
+    ops.push_back(block->allreduce(inPlace ? nullptr : x.sumIn.data(), x.sum.data(), count, sum));
+    // allgatherv with uneven blocks (rank r gives r + k bytes), in place on odd rounds.
+    for (int q = 0; q < n; ++q) x.gatherBytes.push_back(static_cast<size_t>(q) + k);
+    const size_t total = std::accumulate(x.gatherBytes.begin(), x.gatherBytes.end(), size_t{0});
+    const size_t at = std::accumulate(x.gatherBytes.begin(), x.gatherBytes.begin() + me, size_t{0});
+    x.gathered.assign(total, 0);
+    std::vector<char> mine(x.gatherBytes[me], static_cast<char>('a' + me));
+    if (inPlace) std::memcpy(x.gathered.data() + at, mine.data(), mine.size());
+    static std::vector<std::vector<char>> keep;  // send buffers live until polled
+    keep.push_back(mine);
+    ops.push_back(block->allgatherv(inPlace ? nullptr : keep.back().data(), mine.size(),
+                                    x.gathered.data(), x.gatherBytes));
+    const int root = static_cast<int>(k % n);
+    x.bcast.assign(100 + k, me == root ? static_cast<char>(k) : char{-1});
+    ops.push_back(block->broadcast(x.bcast.data(), x.bcast.size(), root));
+    const size_t blockBytes = 3 + k;
+    x.a2aIn.resize(blockBytes * n);
+    x.a2aOut.assign(blockBytes * n, 0);
+    for (size_t i = 0; i < x.a2aIn.size(); ++i) {
+      x.a2aIn[i] = static_cast<char>(me * 16 + static_cast<int>(i / blockBytes) + i % 3);
+    }
+    ops.push_back(block->alltoall(x.a2aIn.data(), x.a2aOut.data(), blockBytes));
+    std::vector<size_t> counts(n, 2 + k);
+    x.rsIn.resize((2 + k) * n);
+    for (size_t i = 0; i < x.rsIn.size(); ++i) x.rsIn[i] = static_cast<int32_t>(me * 1000 + i);
+    x.rsOut.assign(2 + k, 0);
+    ops.push_back(block->reduceScatter(x.rsIn.data(), x.rsOut.data(), counts, sum));
+    x.bits.assign(3, ~uint64_t{0});
+    x.bits[k % 3] &= ~(uint64_t{1} << me);  // every rank clears its own bit in one word
+    ops.push_back(block->andBits(x.bits.data(), x.bits.size()));
+    ops.push_back(block->barrier());
+  }
+  for (auto& op : ops) REQUIRE(op != nullptr);
+  pollAll(ops);
+  for (size_t k = 0; k < rounds; ++k) {
+    Round& x = r[k];
+    INFO("round " << k);
+    for (size_t i = 0; i < x.sum.size(); ++i) {
+      REQUIRE(x.sum[i] == static_cast<int32_t>(n * (n + 1) / 2 * (i + k)));
+    }
+    size_t at = 0;
+    for (int q = 0; q < n; ++q) {
+      for (size_t i = 0; i < x.gatherBytes[q]; ++i) REQUIRE(x.gathered[at + i] == 'a' + q);
+      at += x.gatherBytes[q];
+    }
+    for (char c : x.bcast) REQUIRE(c == static_cast<char>(k));
+    const size_t blockBytes = 3 + k;
+    for (size_t i = 0; i < x.a2aOut.size(); ++i) {
+      const int src = static_cast<int>(i / blockBytes);
+      const size_t j = me * blockBytes + i % blockBytes;  // the sender's index
+      REQUIRE(x.a2aOut[i] == static_cast<char>(src * 16 + me + j % 3));
+    }
+    for (size_t i = 0; i < x.rsOut.size(); ++i) {
+      const size_t g = me * (2 + k) + i;
+      REQUIRE(x.rsOut[i] == static_cast<int32_t>(1000 * n * (n - 1) / 2 + n * g));
+    }
+    for (size_t w = 0; w < 3; ++w) {
+      const uint64_t cleared = (uint64_t{1} << n) - 1;
+      REQUIRE(x.bits[w] == (w == k % 3 ? ~cleared : ~uint64_t{0}));
+    }
+  }
+}
+
+TEST_CASE("operations above the block's sizes are left to MPI on every rank") {
+  auto block = makeBlock();
+  if (!block) return;
+  const auto sum = reductionFor(DataType::kFloat32, ReduceOp::kSum);
+  const size_t fits = ShmControl::kDataSlotBytes / sizeof(float);
+  std::vector<float> big(fits + 1, 1.f);
+  CHECK(block->allreduce(nullptr, big.data(), fits + 1, sum) == nullptr);
+  CHECK(block->broadcast(big.data(), ShmControl::kDataSlotBytes + 1, 0) == nullptr);
+  std::vector<uint64_t> words(ShmControl::kControlSlotBytes / 8 + 1, ~uint64_t{0});
+  CHECK(block->andBits(words.data(), words.size()) == nullptr);
+  // The largest that fits does go through the block.
+  std::vector<PendingPtr> ops;
+  ops.push_back(block->allreduce(nullptr, big.data(), fits, sum));
+  REQUIRE(ops.back() != nullptr);
+  pollAll(ops);
+  CHECK(big[0] == static_cast<float>(gSize));
+  CHECK(big[fits - 1] == static_cast<float>(gSize));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &gRank);
+  MPI_Comm_size(MPI_COMM_WORLD, &gSize);
+  const int failed = Catch::Session().run(argc, argv);
+  int anyFailed = 0;
+  MPI_Allreduce(&failed, &anyFailed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return anyFailed != 0 ? 1 : 0;
+}
