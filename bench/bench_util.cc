@@ -111,9 +111,13 @@ std::vector<double> timeInterleaved(const Options& o,
     slowest = std::max(slowest, maxAcrossRanks(now() - t0));
   }
   const double budget = o.quick ? 0.005 : 0.2;  // per body, as when they were timed one by one
-  const int maxIters = o.quick ? 3 : 200;
+  // Operations of a few microseconds get many calls and more, shorter blocks: 200 calls in 5
+  // blocks of 40 (the earlier cap) were ~50 us per block at 8 bytes, where one preemption by
+  // another process on this shared VM moved a median by several microseconds.
+  const int maxIters = o.quick ? 3 : 20000;
   const int iters = std::clamp(static_cast<int>(budget / std::max(slowest, 1e-7)), 2, maxIters);
-  int counts[2] = {std::clamp(iters / 2, 1, o.quick ? 1 : 5), 0};  // rounds, calls per block
+  const int maxRounds = o.quick ? 1 : iters >= 2000 ? 21 : 5;
+  int counts[2] = {std::clamp(iters / 2, 1, maxRounds), 0};  // rounds, calls per block
   counts[1] = std::max(1, iters / counts[0]);
   MPI_Bcast(counts, 2, MPI_INT, 0, MPI_COMM_WORLD);
   const int rounds = counts[0], block = counts[1];

@@ -227,9 +227,13 @@ void runSweep(Context& ctx) {
   for (size_t b = 8; b <= maxBytes; b *= 4) sizes.push_back(b);
   if (sizes.back() != maxBytes) sizes.push_back(maxBytes);
   // The 4 MiB point the core issue quotes.
-  if (!ctx.options.quick && maxBytes >= (4u << 20)) sizes.push_back(4u << 20);
+  if (!ctx.options.quick && maxBytes >= (4u << 20) &&
+      std::find(sizes.begin(), sizes.end(), size_t{4} << 20) == sizes.end()) {
+    sizes.push_back(4u << 20);
+  }
   std::sort(sizes.begin(), sizes.end());
   constexpr size_t kMid = 32u << 10, kLarge = 512u << 10, kAlltoallFrom = 128u << 10;
+  constexpr size_t kSmallUpTo = 8u << 10;  // the small-message targets: 8 B to 8 KiB
 
   for (const Collective& coll : all) {
     if (!ctx.options.wants("sweep") && !ctx.options.wants(coll.name)) continue;
@@ -237,7 +241,7 @@ void runSweep(Context& ctx) {
         "\n# %s on %d ranks (float32; time in us; bw in GB/s; hcoll vs raw MPI on the same "
         "buffers)\n",
         coll.name, ctx.size);
-    std::map<std::string, Worst> large, alltoallFrom;  // by variant
+    std::map<std::string, Worst> large, alltoallFrom, small;  // by variant
     std::map<std::string, double> mid;
     bool header = false;
     for (size_t bytes : sizes) {
@@ -298,13 +302,19 @@ void runSweep(Context& ctx) {
         rec.numbers[label + "_time_us"] = th[v] * 1e6;
         rec.numbers[label + "_ratio"] = th[v] / tm;
         if (bytes >= kLarge) large[label].add(th[v] / tm, c.sizeBytes);
+        if (bytes <= kSmallUpTo) small[label].add(th[v] / tm, c.sizeBytes);
         if (bytes >= kAlltoallFrom) alltoallFrom[label].add(th[v] / tm, c.sizeBytes);
         if (bytes == kMid) mid[label] = th[v] / tm;
       }
     }
     // Targets compare like with like: caller-provided outputs where the collective has them.
-    const std::string like = large.count("caller") || mid.count("caller") ? "caller" : "owned";
+    const std::string like =
+        large.count("caller") || mid.count("caller") || small.count("caller") ? "caller" : "owned";
     const std::string name = coll.name;
+    if (small.count(like)) {
+      addTarget("sweep " + name + " 8 B-8 KiB worst / MPI", small[like].ratio, 2.0, true,
+                like + " outputs, worst at " + sizeLabel(small[like].size));
+    }
     if (mid.count(like)) {
       addTarget("sweep " + name + " @32 KiB / MPI", mid[like], 1.5, true, like + " outputs");
     }
