@@ -65,13 +65,15 @@ int main(int argc, char** argv) {
   std::string json = "{\n  \"ranks\": " + std::to_string(n) + ",\n  \"records\": [\n";
   auto add = [&](const char* section, const std::string& name, size_t size, double seconds) {
     char line[256];
-    std::snprintf(line, sizeof line,
-                  "    {\"section\": \"%s\", \"name\": \"%s\", \"size\": %zu, \"time_us\": %.6g},\n",
-                  section, name.c_str(), size, seconds * 1e6);
+    std::snprintf(
+        line, sizeof line,
+        "    {\"section\": \"%s\", \"name\": \"%s\", \"size\": %zu, \"time_us\": %.6g},\n", section,
+        name.c_str(), size, seconds * 1e6);
     json += line;
     if (rank == 0) std::printf("%-14s %10zu %10.2f us\n", name.c_str(), size, seconds * 1e6);
   };
-  for (const std::string coll : {"allreduce", "allgather", "broadcast", "alltoall", "reducescatter"}) {
+  for (const std::string coll :
+       {"allreduce", "allgather", "broadcast", "alltoall", "reducescatter"}) {
     for (size_t bytes : sizes) {
       size_t elems = std::max<size_t>(1, bytes / sizeof(float));
       if (coll == "allgather" || coll == "alltoall" || coll == "reducescatter") {
@@ -83,7 +85,9 @@ int main(int argc, char** argv) {
       const int count = static_cast<int>(elems);
       std::function<void()> body;
       if (coll == "allreduce") {
-        body = [&] { MPI_Allreduce(in.data(), out.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); };
+        body = [&] {
+          MPI_Allreduce(in.data(), out.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        };
       } else if (coll == "allgather") {
         body = [&] {
           MPI_Allgather(in.data(), share, MPI_FLOAT, out.data(), share, MPI_FLOAT, MPI_COMM_WORLD);

@@ -17,8 +17,12 @@ namespace {
 constexpr size_t kLine = 64;
 constexpr size_t kHeaderBytes = 2 * kLine;
 constexpr size_t kRingBytes = kHeaderBytes + ShmLanes::kChunks * ShmLanes::kChunkBytes;
-uint64_t loadAcquire(const uint64_t* at) { return __atomic_load_n(at, __ATOMIC_ACQUIRE); }
-void storeRelease(uint64_t* at, uint64_t v) { __atomic_store_n(at, v, __ATOMIC_RELEASE); }
+uint64_t loadAcquire(const uint64_t* at) {
+  return __atomic_load_n(at, __ATOMIC_ACQUIRE);
+}
+void storeRelease(uint64_t* at, uint64_t v) {
+  __atomic_store_n(at, v, __ATOMIC_RELEASE);
+}
 
 // What this rank asks for (HCOLL_MPI_SHM, checked at initialize: shmSettingError).
 bool wanted() {
@@ -52,7 +56,7 @@ std::shared_ptr<ShmLanes> ShmLanes::make(MPI_Comm comm, int rank, int size, int 
   void* base = mapNodeSegment(comm, rank, bytes, uniqueId, "lanes", claimed);
   if (base == nullptr) {
     if (claimed) releaseShmBudget(bytes);
-    const char* why = !wanted()   ? "HCOLL_MPI_SHM=0 here"
+    const char* why = !wanted()  ? "HCOLL_MPI_SHM=0 here"
                       : !claimed ? "this process's 32 MiB for lanes are in use"
                                  : "another rank declined, or /dev/shm failed";
     logging::get("backend")->debug(
@@ -68,7 +72,9 @@ std::shared_ptr<ShmLanes> ShmLanes::make(MPI_Comm comm, int rank, int size, int 
 ShmLanes::ShmLanes(void* base, size_t bytes, int rank, int size)
     : base_(base), bytes_(bytes), rank_(rank), size_(size) {}
 
-ShmLanes::~ShmLanes() { unmapNodeSegment(base_, bytes_); }
+ShmLanes::~ShmLanes() {
+  unmapNodeSegment(base_, bytes_);
+}
 
 ShmLanes::Ring ShmLanes::ring(int from, int to) const {
   // Ordered pairs without the diagonal: from's rings to the others, in rank order.

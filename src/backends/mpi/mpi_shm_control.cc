@@ -14,13 +14,19 @@ namespace {
 constexpr size_t kLine = 64;
 constexpr size_t kSlotHeader = 2 * kLine;
 
-size_t slotStride(size_t slotBytes) { return kSlotHeader + slotBytes; }
+size_t slotStride(size_t slotBytes) {
+  return kSlotHeader + slotBytes;
+}
 size_t planeBytes(int size, size_t slotBytes) {
   return static_cast<size_t>(size) * ShmControl::kSlots * slotStride(slotBytes);
 }
 
-uint64_t loadAcquire(const uint64_t* at) { return __atomic_load_n(at, __ATOMIC_ACQUIRE); }
-void storeRelease(uint64_t* at, uint64_t v) { __atomic_store_n(at, v, __ATOMIC_RELEASE); }
+uint64_t loadAcquire(const uint64_t* at) {
+  return __atomic_load_n(at, __ATOMIC_ACQUIRE);
+}
+void storeRelease(uint64_t* at, uint64_t v) {
+  __atomic_store_n(at, v, __ATOMIC_RELEASE);
+}
 
 bool settingOn(const char* name) {
   const char* v = std::getenv(name);
@@ -148,9 +154,8 @@ class AllreduceOp final : public SlotPending {
 
 class ReduceScatterOp final : public SlotPending {
  public:
-  ReduceScatterOp(std::shared_ptr<ShmControl> b, ShmControl::Plane* p, const void* send,
-                  void* recv, size_t totalBytes, size_t offsetBytes, size_t count,
-                  const Reduction& reduction)
+  ReduceScatterOp(std::shared_ptr<ShmControl> b, ShmControl::Plane* p, const void* send, void* recv,
+                  size_t totalBytes, size_t offsetBytes, size_t count, const Reduction& reduction)
       : SlotPending(std::move(b), p),
         send_(send),
         recv_(recv),
@@ -200,7 +205,9 @@ class AllgathervOp final : public SlotPending {
  public:
   AllgathervOp(std::shared_ptr<ShmControl> b, ShmControl::Plane* p, const void* send, void* recv,
                const std::vector<size_t>& recvBytes)
-      : SlotPending(std::move(b), p), send_(send), recv_(static_cast<char*>(recv)),
+      : SlotPending(std::move(b), p),
+        send_(send),
+        recv_(static_cast<char*>(recv)),
         recvBytes_(recvBytes) {}
 
  private:
@@ -291,9 +298,10 @@ std::shared_ptr<ShmControl> ShmControl::make(MPI_Comm comm, int rank, int size, 
     logging::get("backend")->debug(
         "communicator of {} ranks on one node: no shared-memory control block ({}): small "
         "operations through MPI messages",
-        size, !wanted ? "HCOLL_MPI_SHM or HCOLL_MPI_SHM_SMALL is 0 here"
-              : !claimed ? "this process's 32 MiB of shared memory are in use"
-                         : "another rank declined, or /dev/shm failed");
+        size,
+        !wanted    ? "HCOLL_MPI_SHM or HCOLL_MPI_SHM_SMALL is 0 here"
+        : !claimed ? "this process's 32 MiB of shared memory are in use"
+                   : "another rank declined, or /dev/shm failed");
     return nullptr;
   }
   logging::get("backend")->debug(
@@ -310,7 +318,9 @@ ShmControl::ShmControl(void* base, size_t bytes, int rank, int size)
   data_.slotBytes = kDataSlotBytes;
 }
 
-ShmControl::~ShmControl() { unmapNodeSegment(base_, bytes_); }
+ShmControl::~ShmControl() {
+  unmapNodeSegment(base_, bytes_);
+}
 
 PendingPtr ShmControl::andBits(uint64_t* words, size_t count) {
   if (count * sizeof(uint64_t) > control_.slotBytes) return nullptr;
@@ -355,11 +365,13 @@ PendingPtr ShmControl::reduceScatter(const void* send, void* recv,
   if (total * reduction.elementSize > data_.slotBytes) return nullptr;
   const size_t es = reduction.elementSize;
   // A null send (MPI_IN_PLACE's meaning): the whole input is in recv.
-  return start<ReduceScatterOp>(shared_from_this(), &data_, send != nullptr ? send : recv,
-                                recv, total * es, offset * es,
-                                recvCounts[static_cast<size_t>(rank_)], reduction);
+  return start<ReduceScatterOp>(shared_from_this(), &data_, send != nullptr ? send : recv, recv,
+                                total * es, offset * es, recvCounts[static_cast<size_t>(rank_)],
+                                reduction);
 }
 
-PendingPtr ShmControl::barrier() { return start<BarrierOp>(shared_from_this(), &data_); }
+PendingPtr ShmControl::barrier() {
+  return start<BarrierOp>(shared_from_this(), &data_);
+}
 
 }  // namespace hcoll::backends::mpi

@@ -15,8 +15,8 @@ std::atomic<size_t> gMappedBytes{0};
 
 // Creates (rank 0) or opens the segment and maps it; null on failure.
 void* mapSegment(const char* name, bool create, size_t bytes) {
-  const int fd = create ? shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600)
-                        : shm_open(name, O_RDWR, 0);
+  const int fd =
+      create ? shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600) : shm_open(name, O_RDWR, 0);
   if (fd < 0) return nullptr;
   // Reserve the pages now: a full /dev/shm fails here, not with SIGBUS at a later memcpy.
   const bool sized = !create || (ftruncate(fd, static_cast<off_t>(bytes)) == 0 &&
@@ -38,7 +38,9 @@ bool claimShmBudget(size_t bytes) {
   return true;
 }
 
-void releaseShmBudget(size_t bytes) { gMappedBytes.fetch_sub(bytes); }
+void releaseShmBudget(size_t bytes) {
+  gMappedBytes.fetch_sub(bytes);
+}
 
 void* mapNodeSegment(MPI_Comm comm, int rank, size_t bytes, uint64_t uniqueId, const char* kind,
                      bool willing) {
