@@ -11,8 +11,9 @@
 // machine. The readiness exchange and the point-to-point schedules are written out here in raw MPI
 // on purpose (the backend's are internal to the library): keep the two alike. Reference only: no
 // targets. On one node of 2-4 ranks the backend moves transfers above 8 KiB through its
-// shared-memory lanes instead of MPI messages (mpi_shm.h): hcoll can then beat this MPI-only
-// floor.
+// shared-memory lanes instead of MPI messages (mpi_shm.h), and on one node of 2-8 ranks the
+// readiness AND and every operation of up to 16 KiB per rank through a shared-memory control
+// block (mpi_shm_control.h): hcoll can then beat this MPI-only floor.
 #include <algorithm>
 #include <cstring>
 #include <string>
