@@ -195,7 +195,8 @@ TEST_CASE("lifecycle: malformed environment values fail initialize", "[lifecycle
                                   {"HCOLL_STALL_CHECK_TIME_SECONDS", "-1"},
                                   {"HCOLL_STALL_SHUTDOWN_TIME_SECONDS", "nan"},
                                   {"HCOLL_LOG_LEVEL", "loud"},
-                                  {"HCOLL_MPI_SHM", "yes"}};
+                                  {"HCOLL_MPI_SHM", "yes"},
+                                  {"HCOLL_MPI_SHM_SMALL", "2"}};
   for (auto& c : cases) {
     INFO(c[0] << "=" << c[1]);
     REQUIRE(setenv(c[0], c[1], 1) == 0);
@@ -210,12 +211,14 @@ TEST_CASE("lifecycle: malformed environment values fail initialize", "[lifecycle
   REQUIRE(setenv("HCOLL_FUSION_THRESHOLD", "0", 1) == 0);
   REQUIRE(setenv("HCOLL_LOG_LEVEL", "error", 1) == 0);
   REQUIRE(setenv("HCOLL_MPI_SHM", "0", 1) == 0);
+  REQUIRE(setenv("HCOLL_MPI_SHM_SMALL", "0", 1) == 0);
   initOk();
   REQUIRE(worldSum(3) == 3 * worldSize());
   shutdownOk();
   unsetenv("HCOLL_FUSION_THRESHOLD");
   unsetenv("HCOLL_LOG_LEVEL");
   unsetenv("HCOLL_MPI_SHM");
+  unsetenv("HCOLL_MPI_SHM_SMALL");
 }
 
 TEST_CASE("lifecycle: HCOLL_TIMELINE naming a directory fails initialize", "[lifecycle][env]") {
