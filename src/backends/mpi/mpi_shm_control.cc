@@ -28,6 +28,12 @@ void storeRelease(uint64_t* at, uint64_t v) {
   __atomic_store_n(at, v, __ATOMIC_RELEASE);
 }
 
+// memcpy that accepts the null buffers of empty tensors (memcpy's arguments must not be null,
+// even for no bytes).
+void copyBytes(void* to, const void* from, size_t bytes) {
+  if (bytes != 0) std::memcpy(to, from, bytes);
+}
+
 bool settingOn(const char* name) {
   const char* v = std::getenv(name);
   return v == nullptr || *v == '\0' || std::strcmp(v, "1") == 0;
@@ -109,7 +115,7 @@ class AndBitsOp final : public SlotPending {
       : SlotPending(std::move(b), p), words_(words), count_(count) {}
 
  private:
-  void fill(char* payload) override { std::memcpy(payload, words_, count_ * sizeof(uint64_t)); }
+  void fill(char* payload) override { copyBytes(payload, words_, count_ * sizeof(uint64_t)); }
   Status consume() override {
     for (int r = 0; r < size_; ++r) {
       if (r == rank_) continue;
@@ -134,12 +140,12 @@ class AllreduceOp final : public SlotPending {
 
  private:
   void fill(char* payload) override {
-    std::memcpy(payload, send_, count_ * reduction_.elementSize);
+    copyBytes(payload, send_, count_ * reduction_.elementSize);
   }
   bool needs(int) const override { return true; }  // its own payload too (recv may be send)
   // In rank order on every rank, so that every rank gets the same bits.
   Status consume() override {
-    std::memcpy(recv_, payload(0), count_ * reduction_.elementSize);
+    copyBytes(recv_, payload(0), count_ * reduction_.elementSize);
     for (int r = 1; r < size_; ++r) {
       Status s = reduceLocal(reduction_, payload(r), recv_, count_);
       if (!s.isOk()) return s;
@@ -165,10 +171,10 @@ class ReduceScatterOp final : public SlotPending {
         reduction_(reduction) {}
 
  private:
-  void fill(char* payload) override { std::memcpy(payload, send_, totalBytes_); }
+  void fill(char* payload) override { copyBytes(payload, send_, totalBytes_); }
   bool needs(int) const override { return true; }
   Status consume() override {
-    std::memcpy(recv_, payload(0) + offsetBytes_, count_ * reduction_.elementSize);
+    copyBytes(recv_, payload(0) + offsetBytes_, count_ * reduction_.elementSize);
     for (int r = 1; r < size_; ++r) {
       Status s = reduceLocal(reduction_, payload(r) + offsetBytes_, recv_, count_);
       if (!s.isOk()) return s;
@@ -189,11 +195,11 @@ class BroadcastOp final : public SlotPending {
 
  private:
   void fill(char* payload) override {
-    if (rank_ == root_) std::memcpy(payload, buf_, bytes_);
+    if (rank_ == root_) copyBytes(payload, buf_, bytes_);
   }
   bool needs(int r) const override { return r == root_ && r != rank_; }
   Status consume() override {
-    if (rank_ != root_) std::memcpy(buf_, payload(root_), bytes_);
+    if (rank_ != root_) copyBytes(buf_, payload(root_), bytes_);
     return Status::ok();
   }
   void* buf_;
@@ -218,16 +224,16 @@ class AllgathervOp final : public SlotPending {
   }
   void fill(char* payload) override {
     const size_t mine = recvBytes_[static_cast<size_t>(rank_)];
-    std::memcpy(payload, send_ != nullptr ? send_ : recv_ + offset(rank_), mine);
+    copyBytes(payload, send_ != nullptr ? send_ : recv_ + offset(rank_), mine);
   }
   Status consume() override {
     size_t at = 0;
     for (int r = 0; r < size_; ++r) {
       const size_t n = recvBytes_[static_cast<size_t>(r)];
       if (r != rank_) {
-        std::memcpy(recv_ + at, payload(r), n);
+        copyBytes(recv_ + at, payload(r), n);
       } else if (send_ != nullptr) {
-        std::memcpy(recv_ + at, send_, n);
+        copyBytes(recv_ + at, send_, n);
       }
       at += n;
     }
@@ -249,14 +255,14 @@ class AlltoallOp final : public SlotPending {
 
  private:
   void fill(char* payload) override {
-    std::memcpy(payload, send_, block_ * static_cast<size_t>(size_));
+    copyBytes(payload, send_, block_ * static_cast<size_t>(size_));
   }
   Status consume() override {
     const size_t mine = static_cast<size_t>(rank_) * block_;
     for (int r = 0; r < size_; ++r) {
       const char* from = r == rank_ ? send_ + mine : payload(r) + mine;
       char* to = recv_ + static_cast<size_t>(r) * block_;
-      if (from != to) std::memcpy(to, from, block_);  // in place: this rank's block is there
+      if (from != to) copyBytes(to, from, block_);  // in place: this rank's block is there
     }
     return Status::ok();
   }
