@@ -57,6 +57,11 @@ Status Runtime::initialize(const InitOptions& options) {
   backendOptions.externalWorld = options.externalWorld;
   backendOptions.localRanks = options.localRanks;
   backendOptions.beforeExit = shutdownBeforeFinalize;
+  // Exit is bounded in every case: no longer than a stall may last, and never more than 30 s
+  // (a stall shutdown time of 0 means never).
+  constexpr double kMaxExitSeconds = 30.0;
+  const double stall = rt->config_.stallShutdownSeconds;
+  backendOptions.exitBoundSeconds = stall > 0 ? std::min(stall, kMaxExitSeconds) : kMaxExitSeconds;
   HCOLL_RETURN_IF_ERROR(info->create(backendOptions, &rt->backend_));
   gBackendInfo = info;
   rt->backendName_ = info->name;

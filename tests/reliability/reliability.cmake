@@ -97,6 +97,17 @@ hcoll_add_leave_test(set-timeout 2 15 any:8 ${CMAKE_CURRENT_BINARY_DIR}/leave-ti
 hcoll_add_leave_test(stuck-transfer 2 30 any:4 ${CMAKE_CURRENT_BINARY_DIR}/leave-stuck.pid)
 hcoll_add_leave_test(killed-transfer 2 30 any:2 ${CMAKE_CURRENT_BINARY_DIR}/leave-killed.pid)
 
+# Bounded exit: rank 1 never reaches its MPI_Finalize after a clean close (stopped, then
+# SIGKILLed), with MPICH's launcher clean-up off: rank 0's exit ends within the watchdog's bound
+# (3 s here: the stall shutdown time) with status 0 (run_exit_bound.sh).
+if(HCOLL_MPI STREQUAL "mpich")
+  add_test(NAME leave.peer-dies-after-close.np2
+    COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/reliability/run_exit_bound.sh ${MPIEXEC_EXECUTABLE}
+            $<TARGET_FILE:hcoll-test-leave> 3 ${CMAKE_CURRENT_BINARY_DIR})
+  set_tests_properties(leave.peer-dies-after-close.np2 PROPERTIES TIMEOUT 60
+    LABELS "mpi;reliability" PROCESSORS 2 ENVIRONMENT "${stall_env}")
+endif()
+
 # Each setting that changes what ranks send or how they match, different on rank 1: initialize
 # fails with INVALID_ARGUMENT naming it on every rank (MPMD launch: one environment per rank).
 foreach(setting "HCOLL_FUSION_THRESHOLD;1048576;0" "HCOLL_CACHE_CAPACITY;1;1024"

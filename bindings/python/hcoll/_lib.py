@@ -8,6 +8,9 @@ import ctypes
 import os
 import re
 
+# Every number below is checked against hcoll.h by tests/packaging/check_constants.py (CTest
+# packaging.constants), so a drift fails CI.
+
 # hcoll_status_t
 SUCCESS = 0
 IN_PROGRESS = 1
@@ -49,7 +52,7 @@ MAX_NDIM = 32
 INIT_FIELD_MPI_COMM = 1 << 0
 INIT_FIELD_ALLOCATOR = 1 << 1
 INIT_FIELD_BACKEND = 1 << 2
-COMM_STATS_FIELD_ALL = 0x7F
+COMM_STATS_FIELD_ALL = 0xFF
 
 comm_t = ctypes.c_void_p
 request_t = ctypes.c_void_p

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <string>
 
-#include "backends/loopback/loopback_reduce.h"
+#include "common/reduce.h"
 
 namespace hcoll::backends::loopback {
 namespace {
@@ -165,7 +165,7 @@ class Allreduce final : public RoundPending {
     const size_t es = dataTypeSize(round.params.dtype);
     size_t lo = 0, hi = 0;
     share(round.params.count, size_, rank_, &lo, &hi);
-    reduceRange(round.params.dtype, round.params.op, inputs(round), lo, hi - lo,
+    reduceInputs(round.params.dtype, round.params.op, inputs(round), lo, hi - lo,
                 round.scratch.data() + lo * es);
   }
   void complete(Round& round) override {
@@ -263,7 +263,7 @@ class ReduceScatter final : public RoundPending {
       temp_.resize(mine_);
       into = temp_.data();
     }
-    reduceRange(round.params.dtype, round.params.op, inputs(round), begin, mine_ / es, into);
+    reduceInputs(round.params.dtype, round.params.op, inputs(round), begin, mine_ / es, into);
   }
   void complete(Round&) override {
     if (!temp_.empty()) std::memcpy(recv_, temp_.data(), mine_);
