@@ -15,31 +15,20 @@ MPI_Op gHalfOps[kNumReduceOps] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL, MPI_OP_
 MPI_Op gFloatMin = MPI_OP_NULL;
 MPI_Op gFloatMax = MPI_OP_NULL;
 
+// The element type of the user operators' MPI types.
+DataType libraryType(MPI_Datatype type) {
+  if (type == MPI_DOUBLE) return DataType::kFloat64;
+  if (type == MPI_FLOAT) return DataType::kFloat32;
+  return type == gBfloat16 ? DataType::kBfloat16 : DataType::kFloat16;
+}
+
 // The user operators run the host reduction library (common/reduce.h), so that MPI's own
 // collectives combine exactly as the point-to-point schedules and the loopback backend do: float
 // MIN/MAX order-free (MPICH's MPI_MIN is `a < b ? a : b`: with a NaN, ranks that combined in
 // different orders disagreed), 16-bit floats through float32.
-template <DataType kType, ReduceOp kOp>
-void libraryOp(void* in, void* inout, int* len, MPI_Datatype*) {
-  reduceInto(kType, kOp, in, inout, static_cast<size_t>(*len));
-}
-
 template <ReduceOp kOp>
-void floatMinMax(void* in, void* inout, int* len, MPI_Datatype* type) {
-  if (*type == MPI_DOUBLE) {
-    libraryOp<DataType::kFloat64, kOp>(in, inout, len, type);
-  } else {
-    libraryOp<DataType::kFloat32, kOp>(in, inout, len, type);
-  }
-}
-
-template <ReduceOp kOp>
-void halfOp(void* in, void* inout, int* len, MPI_Datatype* type) {
-  if (*type == gBfloat16) {
-    libraryOp<DataType::kBfloat16, kOp>(in, inout, len, type);
-  } else {
-    libraryOp<DataType::kFloat16, kOp>(in, inout, len, type);
-  }
+void libraryOp(void* in, void* inout, int* len, MPI_Datatype* type) {
+  reduceInto(libraryType(*type), kOp, in, inout, static_cast<size_t>(*len));
 }
 
 }  // namespace
@@ -59,17 +48,17 @@ Status createCustomTypes() {
     }
     if (int rc = MPI_Type_commit(t); rc != MPI_SUCCESS) return mpiError("MPI_Type_commit", rc);
   }
-  MPI_User_function* fns[kNumReduceOps] = {halfOp<ReduceOp::kSum>, halfOp<ReduceOp::kAverage>,
-                                           halfOp<ReduceOp::kMin>, halfOp<ReduceOp::kMax>,
-                                           halfOp<ReduceOp::kProduct>};
+  MPI_User_function* fns[kNumReduceOps] = {
+      libraryOp<ReduceOp::kSum>, libraryOp<ReduceOp::kAverage>, libraryOp<ReduceOp::kMin>,
+      libraryOp<ReduceOp::kMax>, libraryOp<ReduceOp::kProduct>};
   for (int i = 0; i < kNumReduceOps; ++i) {
     if (int rc = MPI_Op_create(fns[i], /*commute=*/1, &gHalfOps[i]); rc != MPI_SUCCESS) {
       return mpiError("MPI_Op_create", rc);
     }
   }
-  if (int rc = MPI_Op_create(floatMinMax<ReduceOp::kMin>, /*commute=*/1, &gFloatMin); rc != MPI_SUCCESS)
+  if (int rc = MPI_Op_create(libraryOp<ReduceOp::kMin>, /*commute=*/1, &gFloatMin); rc != MPI_SUCCESS)
     return mpiError("MPI_Op_create", rc);
-  if (int rc = MPI_Op_create(floatMinMax<ReduceOp::kMax>, /*commute=*/1, &gFloatMax); rc != MPI_SUCCESS)
+  if (int rc = MPI_Op_create(libraryOp<ReduceOp::kMax>, /*commute=*/1, &gFloatMax); rc != MPI_SUCCESS)
     return mpiError("MPI_Op_create", rc);
   return Status::ok();
 }
