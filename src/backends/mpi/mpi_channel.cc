@@ -206,15 +206,21 @@ class AndExchangePending final : public Pending {
   int startRc_ = MPI_SUCCESS;
 };
 
-// A single MPI request started by `start`, or an immediate failure if starting failed.
+// `p` with one more MPI request, started by `start` (which may keep its count arrays in p), or
+// an immediate failure naming `call` if starting failed.
 template <class Start>
-PendingPtr startRequest(const char* call, Start start) {
-  auto p = std::make_unique<RequestsPending>();
+PendingPtr post(std::unique_ptr<RequestsPending> p, const char* call, Start start) {
   p->requests().push_back(MPI_REQUEST_NULL);
   if (int rc = start(p.get(), &p->requests().back()); rc != MPI_SUCCESS) {
     return finished(mpiError(call, rc));
   }
   return p;
+}
+
+// A single MPI request started by `start`, or an immediate failure if starting failed.
+template <class Start>
+PendingPtr startRequest(const char* call, Start start) {
+  return post(std::make_unique<RequestsPending>(), call, start);
 }
 
 bool toIntCounts(const std::vector<size_t>& bytes, std::vector<int>* counts,
@@ -571,29 +577,25 @@ PendingPtr MpiChannel::allgatherv(const void* send, size_t sendBytes, void* recv
   }
   auto p = std::make_unique<RequestsPending>();
   p->intArrays.resize(2);
-  if (sendBytes > INT_MAX || !toIntCounts(recvBytes, &p->intArrays[0], &p->intArrays[1])) {
-#if MPI_VERSION >= 4
-    p->countArrays.resize(1);
-    p->displArrays.resize(1);
-    toLargeCounts(recvBytes, &p->countArrays[0], &p->displArrays[0]);
-    p->requests().push_back(MPI_REQUEST_NULL);
-    int rc =
-        MPI_Iallgatherv_c(send == nullptr ? MPI_IN_PLACE : send, static_cast<MPI_Count>(sendBytes),
-                          MPI_BYTE, recv, p->countArrays[0].data(), p->displArrays[0].data(),
-                          MPI_BYTE, data_.get(), &p->requests().back());
-    if (rc != MPI_SUCCESS) return finished(mpiError("MPI_Iallgatherv_c", rc));
-    return p;
-#else
-    return finished(tooLarge("allgather"));
-#endif
+  MPI_Comm c = data_.get();
+  const void* from = send == nullptr ? MPI_IN_PLACE : send;  // in place: already at its offset
+  if (sendBytes <= INT_MAX && toIntCounts(recvBytes, &p->intArrays[0], &p->intArrays[1])) {
+    return post(std::move(p), "MPI_Iallgatherv", [&](RequestsPending* q, MPI_Request* r) {
+      return MPI_Iallgatherv(from, static_cast<int>(sendBytes), MPI_BYTE, recv,
+                             q->intArrays[0].data(), q->intArrays[1].data(), MPI_BYTE, c, r);
+    });
   }
-  p->requests().push_back(MPI_REQUEST_NULL);
-  // A null send means in place: this rank's block already sits at its offset in recv.
-  int rc = MPI_Iallgatherv(send == nullptr ? MPI_IN_PLACE : send, static_cast<int>(sendBytes),
-                           MPI_BYTE, recv, p->intArrays[0].data(), p->intArrays[1].data(), MPI_BYTE,
-                           data_.get(), &p->requests().back());
-  if (rc != MPI_SUCCESS) return finished(mpiError("MPI_Iallgatherv", rc));
-  return p;
+#if MPI_VERSION >= 4
+  p->countArrays.resize(1);
+  p->displArrays.resize(1);
+  toLargeCounts(recvBytes, &p->countArrays[0], &p->displArrays[0]);
+  return post(std::move(p), "MPI_Iallgatherv_c", [&](RequestsPending* q, MPI_Request* r) {
+    return MPI_Iallgatherv_c(from, static_cast<MPI_Count>(sendBytes), MPI_BYTE, recv,
+                             q->countArrays[0].data(), q->displArrays[0].data(), MPI_BYTE, c, r);
+  });
+#else
+  return finished(tooLarge("allgather"));
+#endif
 }
 
 PendingPtr MpiChannel::broadcast(void* buf, size_t bytes, int root) {
@@ -625,28 +627,27 @@ PendingPtr MpiChannel::alltoallv(const void* send, const std::vector<size_t>& se
   auto p = std::make_unique<RequestsPending>();
   p->intArrays.resize(4);
   auto& a = p->intArrays;
-  if (!toIntCounts(sendBytes, &a[0], &a[1]) || !toIntCounts(recvBytes, &a[2], &a[3])) {
-#if MPI_VERSION >= 4
-    auto& c = p->countArrays;
-    auto& d = p->displArrays;
-    c.resize(2);
-    d.resize(2);
-    toLargeCounts(sendBytes, &c[0], &d[0]);
-    toLargeCounts(recvBytes, &c[1], &d[1]);
-    p->requests().push_back(MPI_REQUEST_NULL);
-    int rc = MPI_Ialltoallv_c(send, c[0].data(), d[0].data(), MPI_BYTE, recv, c[1].data(),
-                              d[1].data(), MPI_BYTE, data_.get(), &p->requests().back());
-    if (rc != MPI_SUCCESS) return finished(mpiError("MPI_Ialltoallv_c", rc));
-    return p;
-#else
-    return finished(tooLarge("alltoall"));
-#endif
+  MPI_Comm c = data_.get();
+  if (toIntCounts(sendBytes, &a[0], &a[1]) && toIntCounts(recvBytes, &a[2], &a[3])) {
+    return post(std::move(p), "MPI_Ialltoallv", [&](RequestsPending* q, MPI_Request* r) {
+      auto& i = q->intArrays;
+      return MPI_Ialltoallv(send, i[0].data(), i[1].data(), MPI_BYTE, recv, i[2].data(),
+                            i[3].data(), MPI_BYTE, c, r);
+    });
   }
-  p->requests().push_back(MPI_REQUEST_NULL);
-  int rc = MPI_Ialltoallv(send, a[0].data(), a[1].data(), MPI_BYTE, recv, a[2].data(), a[3].data(),
-                          MPI_BYTE, data_.get(), &p->requests().back());
-  if (rc != MPI_SUCCESS) return finished(mpiError("MPI_Ialltoallv", rc));
-  return p;
+#if MPI_VERSION >= 4
+  p->countArrays.resize(2);
+  p->displArrays.resize(2);
+  toLargeCounts(sendBytes, &p->countArrays[0], &p->displArrays[0]);
+  toLargeCounts(recvBytes, &p->countArrays[1], &p->displArrays[1]);
+  return post(std::move(p), "MPI_Ialltoallv_c", [&](RequestsPending* q, MPI_Request* r) {
+    auto &n = q->countArrays, &d = q->displArrays;
+    return MPI_Ialltoallv_c(send, n[0].data(), d[0].data(), MPI_BYTE, recv, n[1].data(),
+                            d[1].data(), MPI_BYTE, c, r);
+  });
+#else
+  return finished(tooLarge("alltoall"));
+#endif
 }
 
 PendingPtr MpiChannel::alltoall(const void* send, void* recv, size_t bytesPerRank, size_t ranks) {
@@ -686,24 +687,23 @@ PendingPtr MpiChannel::reduceScatter(const void* send, void* recv,
   }
   auto p = std::make_unique<RequestsPending>();
   p->intArrays.resize(2);
-  if (!toIntCounts(recvCounts, &p->intArrays[0], &p->intArrays[1])) {
-#if MPI_VERSION >= 4
-    p->countArrays.resize(1);
-    p->countArrays[0].assign(recvCounts.begin(), recvCounts.end());
-    p->requests().push_back(MPI_REQUEST_NULL);
-    int rc = MPI_Ireduce_scatter_c(send, recv, p->countArrays[0].data(), toMpiType(dtype),
-                                   toMpiOp(op, dtype), data_.get(), &p->requests().back());
-    if (rc != MPI_SUCCESS) return finished(mpiError("MPI_Ireduce_scatter_c", rc));
-    return p;
-#else
-    return finished(tooLarge("reducescatter"));
-#endif
+  MPI_Comm c = data_.get();
+  const MPI_Datatype type = toMpiType(dtype);
+  const MPI_Op mpiOp = toMpiOp(op, dtype);
+  if (toIntCounts(recvCounts, &p->intArrays[0], &p->intArrays[1])) {
+    return post(std::move(p), "MPI_Ireduce_scatter", [&](RequestsPending* q, MPI_Request* r) {
+      return MPI_Ireduce_scatter(send, recv, q->intArrays[0].data(), type, mpiOp, c, r);
+    });
   }
-  p->requests().push_back(MPI_REQUEST_NULL);
-  int rc = MPI_Ireduce_scatter(send, recv, p->intArrays[0].data(), toMpiType(dtype),
-                               toMpiOp(op, dtype), data_.get(), &p->requests().back());
-  if (rc != MPI_SUCCESS) return finished(mpiError("MPI_Ireduce_scatter", rc));
-  return p;
+#if MPI_VERSION >= 4
+  p->countArrays.resize(1);
+  p->countArrays[0].assign(recvCounts.begin(), recvCounts.end());
+  return post(std::move(p), "MPI_Ireduce_scatter_c", [&](RequestsPending* q, MPI_Request* r) {
+    return MPI_Ireduce_scatter_c(send, recv, q->countArrays[0].data(), type, mpiOp, c, r);
+  });
+#else
+  return finished(tooLarge("reducescatter"));
+#endif
 }
 
 PendingPtr MpiChannel::barrier() {
