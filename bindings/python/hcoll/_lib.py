@@ -41,6 +41,11 @@ STATUS_NAMES = {
 UINT8, INT8, UINT16, INT16, INT32, INT64, FLOAT16, BFLOAT16, FLOAT32, FLOAT64, BOOL = range(11)
 DTYPE_SIZES = {UINT8: 1, INT8: 1, UINT16: 2, INT16: 2, INT32: 4, INT64: 8, FLOAT16: 2,
                BFLOAT16: 2, FLOAT32: 4, FLOAT64: 8, BOOL: 1}
+# The one dtype table of the binding: numpy's and torch's dtypes of these names map to the codes
+# (_tensor.py, torch/_core.py); a name the framework lacks (numpy's bfloat16) is left out there.
+DTYPE_NAMES = {UINT8: "uint8", INT8: "int8", UINT16: "uint16", INT16: "int16", INT32: "int32",
+               INT64: "int64", FLOAT16: "float16", BFLOAT16: "bfloat16", FLOAT32: "float32",
+               FLOAT64: "float64", BOOL: "bool"}
 
 # hcoll_reduce_op_t
 SUM, AVERAGE, MIN, MAX, PRODUCT = range(5)

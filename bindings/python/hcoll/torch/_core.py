@@ -18,15 +18,13 @@ import torch
 
 from .. import _api
 from .. import _lib
+from .. import _tensor
 
 lib = _lib.lib
 HcollError = _api.HcollError
 _check = _api._check
 
-_TO_HCOLL = {torch.uint8: _lib.UINT8, torch.int8: _lib.INT8, torch.int16: _lib.INT16,
-             torch.int32: _lib.INT32, torch.int64: _lib.INT64, torch.float16: _lib.FLOAT16,
-             torch.bfloat16: _lib.BFLOAT16, torch.float32: _lib.FLOAT32,
-             torch.float64: _lib.FLOAT64, torch.bool: _lib.BOOL}
+_TO_HCOLL = _tensor.torch_dtypes()
 _TO_TORCH = {v: k for k, v in _TO_HCOLL.items()}
 _ELEMENT_SIZE = {k: torch.empty((), dtype=k).element_size() for k in _TO_HCOLL}
 
