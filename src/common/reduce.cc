@@ -77,10 +77,14 @@ template <typename T>
 void combineNumbers(ReduceOp op, const void* in, void* inout, size_t count) {
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAverage: return combine<T, Sum>(in, inout, count);
-    case ReduceOp::kProduct: return combine<T, Product>(in, inout, count);
-    case ReduceOp::kMin: return combine<T, Min>(in, inout, count);
-    case ReduceOp::kMax: return combine<T, Max>(in, inout, count);
+    case ReduceOp::kAverage:
+      return combine<T, Sum>(in, inout, count);
+    case ReduceOp::kProduct:
+      return combine<T, Product>(in, inout, count);
+    case ReduceOp::kMin:
+      return combine<T, Min>(in, inout, count);
+    case ReduceOp::kMax:
+      return combine<T, Max>(in, inout, count);
   }
 }
 
@@ -144,8 +148,8 @@ void combineBool(ReduceOp op, const void* in, void* inout, size_t count) {
 // float16/bfloat16 SUM and PRODUCT over every input in float32, tile by tile, narrowed once per
 // element.
 template <class Format>
-void accumulateWide(ReduceOp op, const std::vector<const void*>& inputs, size_t begin,
-                    size_t count, void* dst) {
+void accumulateWide(ReduceOp op, const std::vector<const void*>& inputs, size_t begin, size_t count,
+                    void* dst) {
   constexpr size_t kTile = 1024;
   float acc[kTile];
   const bool product = op == ReduceOp::kProduct;
@@ -170,22 +174,33 @@ void accumulateWide(ReduceOp op, const std::vector<const void*>& inputs, size_t 
 
 void reduceInto(DataType dtype, ReduceOp op, const void* in, void* inout, size_t count) {
   switch (dtype) {
-    case DataType::kUint8: return combineNumbers<uint8_t>(op, in, inout, count);
-    case DataType::kInt8: return combineNumbers<int8_t>(op, in, inout, count);
-    case DataType::kUint16: return combineNumbers<uint16_t>(op, in, inout, count);
-    case DataType::kInt16: return combineNumbers<int16_t>(op, in, inout, count);
-    case DataType::kInt32: return combineNumbers<int32_t>(op, in, inout, count);
-    case DataType::kInt64: return combineNumbers<int64_t>(op, in, inout, count);
-    case DataType::kFloat16: return combineHalf<Half>(op, in, inout, count);
-    case DataType::kBfloat16: return combineHalf<Bfloat>(op, in, inout, count);
-    case DataType::kFloat32: return combineNumbers<float>(op, in, inout, count);
-    case DataType::kFloat64: return combineNumbers<double>(op, in, inout, count);
-    case DataType::kBool: return combineBool(op, in, inout, count);
+    case DataType::kUint8:
+      return combineNumbers<uint8_t>(op, in, inout, count);
+    case DataType::kInt8:
+      return combineNumbers<int8_t>(op, in, inout, count);
+    case DataType::kUint16:
+      return combineNumbers<uint16_t>(op, in, inout, count);
+    case DataType::kInt16:
+      return combineNumbers<int16_t>(op, in, inout, count);
+    case DataType::kInt32:
+      return combineNumbers<int32_t>(op, in, inout, count);
+    case DataType::kInt64:
+      return combineNumbers<int64_t>(op, in, inout, count);
+    case DataType::kFloat16:
+      return combineHalf<Half>(op, in, inout, count);
+    case DataType::kBfloat16:
+      return combineHalf<Bfloat>(op, in, inout, count);
+    case DataType::kFloat32:
+      return combineNumbers<float>(op, in, inout, count);
+    case DataType::kFloat64:
+      return combineNumbers<double>(op, in, inout, count);
+    case DataType::kBool:
+      return combineBool(op, in, inout, count);
   }
 }
 
-void reduceInputs(DataType dtype, ReduceOp op, const std::vector<const void*>& inputs,
-                  size_t begin, size_t count, void* dst) {
+void reduceInputs(DataType dtype, ReduceOp op, const std::vector<const void*>& inputs, size_t begin,
+                  size_t count, void* dst) {
   if (count == 0 || inputs.empty()) return;
   if (reducesInFloat32(dtype, op)) {
     if (dtype == DataType::kBfloat16) return accumulateWide<Bfloat>(op, inputs, begin, count, dst);

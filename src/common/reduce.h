@@ -27,8 +27,8 @@ void reduceInto(DataType dtype, ReduceOp op, const void* in, void* inout, size_t
 
 // dst[i] = op over k of inputs[k][begin + i], for i < count: every input (one per rank, in rank
 // order, all of `dtype`) streamed once. dst must not overlap any input.
-void reduceInputs(DataType dtype, ReduceOp op, const std::vector<const void*>& inputs,
-                  size_t begin, size_t count, void* dst);
+void reduceInputs(DataType dtype, ReduceOp op, const std::vector<const void*>& inputs, size_t begin,
+                  size_t count, void* dst);
 
 // Whether `op` on `dtype` is a 16-bit float reduction that accumulates in float32.
 bool reducesInFloat32(DataType dtype, ReduceOp op);

@@ -1,3 +1,5 @@
+// The executor's per-kind steps (executor_internal.h): pack the members, call the backend, unpack
+// into the outputs (caller-provided or from the output pool), for every operation kind.
 #include <algorithm>
 
 #include "runtime/executor_internal.h"

@@ -19,9 +19,9 @@
 namespace {
 
 using hcoll::DataType;
-using hcoll::ReduceOp;
 using hcoll::reduceInputs;
 using hcoll::reduceInto;
+using hcoll::ReduceOp;
 
 // The reference: two's complement wrap-around for integers (computed in 64-bit unsigned), IEEE
 // arithmetic for floats.
@@ -31,17 +31,24 @@ T reference(ReduceOp op, T a, T b) {
     const auto x = static_cast<uint64_t>(a), y = static_cast<uint64_t>(b);
     switch (op) {
       case ReduceOp::kSum:
-      case ReduceOp::kAverage: return static_cast<T>(x + y);
-      case ReduceOp::kProduct: return static_cast<T>(x * y);
-      case ReduceOp::kMin: return a < b ? a : b;
-      case ReduceOp::kMax: return a < b ? b : a;
+      case ReduceOp::kAverage:
+        return static_cast<T>(x + y);
+      case ReduceOp::kProduct:
+        return static_cast<T>(x * y);
+      case ReduceOp::kMin:
+        return a < b ? a : b;
+      case ReduceOp::kMax:
+        return a < b ? b : a;
     }
   } else {
     switch (op) {
       case ReduceOp::kSum:
-      case ReduceOp::kAverage: return a + b;
-      case ReduceOp::kProduct: return a * b;
-      default: break;
+      case ReduceOp::kAverage:
+        return a + b;
+      case ReduceOp::kProduct:
+        return a * b;
+      default:
+        break;
     }
   }
   return T{};
@@ -50,8 +57,8 @@ T reference(ReduceOp op, T a, T b) {
 template <typename T>
 void checkType(DataType dtype) {
   std::mt19937_64 rng(7);
-  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kProduct, ReduceOp::kMin,
-                      ReduceOp::kMax}) {
+  for (ReduceOp op :
+       {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kProduct, ReduceOp::kMin, ReduceOp::kMax}) {
     if (!std::is_integral_v<T> && (op == ReduceOp::kMin || op == ReduceOp::kMax)) {
       continue;  // the float MIN/MAX rules have their own cases below
     }
@@ -89,7 +96,6 @@ TEST_CASE("host reductions: the loops equal element-by-element arithmetic", "[re
   checkType<double>(DataType::kFloat64);
 }
 
-
 namespace {
 
 // One element of `dtype` from a double, and back (16-bit floats through their conversions).
@@ -111,7 +117,9 @@ std::vector<uint8_t> encode(DataType dtype, double v) {
       std::memcpy(bytes.data(), &f, 4);
       break;
     }
-    default: std::memcpy(bytes.data(), &v, 8); break;
+    default:
+      std::memcpy(bytes.data(), &v, 8);
+      break;
   }
   return bytes;
 }
@@ -121,10 +129,18 @@ double decode(DataType dtype, const std::vector<uint8_t>& bytes) {
   float f = 0;
   double d = 0;
   switch (dtype) {
-    case DataType::kFloat16: std::memcpy(&h, bytes.data(), 2); return hcoll::halfToFloat(h);
-    case DataType::kBfloat16: std::memcpy(&h, bytes.data(), 2); return hcoll::bfloat16ToFloat(h);
-    case DataType::kFloat32: std::memcpy(&f, bytes.data(), 4); return f;
-    default: std::memcpy(&d, bytes.data(), 8); return d;
+    case DataType::kFloat16:
+      std::memcpy(&h, bytes.data(), 2);
+      return hcoll::halfToFloat(h);
+    case DataType::kBfloat16:
+      std::memcpy(&h, bytes.data(), 2);
+      return hcoll::bfloat16ToFloat(h);
+    case DataType::kFloat32:
+      std::memcpy(&f, bytes.data(), 4);
+      return f;
+    default:
+      std::memcpy(&d, bytes.data(), 8);
+      return d;
   }
 }
 
@@ -140,8 +156,12 @@ TEST_CASE("host reductions: MIN/MAX propagate NaN and order -0 below +0, in eith
     double a, b;
     double min, max;  // NaN: a NaN
   };
-  const Pair pairs[] = {{1.0, nan, nan, nan},  {nan, 1.0, nan, nan}, {-0.0, 0.0, -0.0, 0.0},
-                        {0.0, -0.0, -0.0, 0.0}, {-2.0, 3.0, -2.0, 3.0}, {nan, nan, nan, nan},
+  const Pair pairs[] = {{1.0, nan, nan, nan},
+                        {nan, 1.0, nan, nan},
+                        {-0.0, 0.0, -0.0, 0.0},
+                        {0.0, -0.0, -0.0, 0.0},
+                        {-2.0, 3.0, -2.0, 3.0},
+                        {nan, nan, nan, nan},
                         {-std::numeric_limits<double>::infinity(), nan, nan, nan}};
   for (DataType dtype : kFloatTypes) {
     for (const Pair& p : pairs) {
@@ -151,8 +171,8 @@ TEST_CASE("host reductions: MIN/MAX propagate NaN and order -0 below +0, in eith
         reduceInto(dtype, op, in.data(), inout.data(), 1);
         const double want = op == ReduceOp::kMin ? p.min : p.max;
         const double got = decode(dtype, inout);
-        INFO("dtype " << static_cast<int>(dtype) << " op " << static_cast<int>(op) << " a "
-                      << p.a << " b " << p.b << " got " << got);
+        INFO("dtype " << static_cast<int>(dtype) << " op " << static_cast<int>(op) << " a " << p.a
+                      << " b " << p.b << " got " << got);
         if (std::isnan(want)) {
           CHECK(std::isnan(got));
           // The canonical NaN whichever operand held which: every rank gets the same bits.

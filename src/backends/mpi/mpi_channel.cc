@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <numeric>
 #include <random>
 #include <thread>
 
@@ -16,6 +17,8 @@
 
 namespace hcoll::backends::mpi {
 namespace {
+
+size_t sum(const std::vector<size_t>& v) { return std::accumulate(v.begin(), v.end(), size_t{0}); }
 
 constexpr int kGatherTag = 1;
 constexpr int kBroadcastTag = 2;
@@ -529,8 +532,7 @@ PendingPtr MpiChannel::allreduce(const void* send, void* recv, size_t count, Dat
   // Small communicators: point-to-point messages and local reductions (mpi_p2p.h), also free of
   // MPICH's temporary buffer per call (whose first touches made a 32 MiB MPI_Allreduce take
   // ~90 ms instead of ~7 on the test VM).
-  if (size_ <= kMaxPointToPointRanks &&
-      count * dataTypeSize(dtype) >= kMinPointToPointAllreduceBytes) {
+  if (pointToPoint(OpKind::kAllreduce, count * dataTypeSize(dtype))) {
     return pointToPointAllreduce(data_.get(), rank_, size_, send, recv, count,
                                  reductionFor(dtype, op), reduceScratch_, lanes_);
   }
@@ -559,7 +561,7 @@ PendingPtr MpiChannel::allreduce(const void* send, void* recv, size_t count, Dat
 
 PendingPtr MpiChannel::allgatherv(const void* send, size_t sendBytes, void* recv,
                                   const std::vector<size_t>& recvBytes) {
-  if (size_ <= kMaxPointToPointRanks) {
+  if (pointToPoint(OpKind::kAllgather, sum(recvBytes))) {
     return pointToPointAllgatherv(data_.get(), rank_, size_, send, sendBytes, recv, recvBytes,
                                   lanes_);
   }
@@ -600,7 +602,7 @@ PendingPtr MpiChannel::allgatherv(const void* send, size_t sendBytes, void* recv
 
 PendingPtr MpiChannel::broadcast(void* buf, size_t bytes, int root) {
   MPI_Comm c = data_.get();
-  if (size_ <= kMaxPointToPointRanks) {
+  if (pointToPoint(OpKind::kBroadcast, bytes)) {
     return binomialBroadcast(c, rank_, size_, buf, bytes, root, lanes_);
   }
   auto startChunk = [=](void* p, size_t n) {
@@ -620,7 +622,7 @@ PendingPtr MpiChannel::broadcast(void* buf, size_t bytes, int root) {
 
 PendingPtr MpiChannel::alltoallv(const void* send, const std::vector<size_t>& sendBytes, void* recv,
                                  const std::vector<size_t>& recvBytes) {
-  if (size_ <= kMaxPointToPointRanks) {
+  if (pointToPoint(OpKind::kAlltoall, sum(sendBytes))) {
     return pointToPointAlltoallv(data_.get(), rank_, size_, send, sendBytes, recv, recvBytes,
                                  lanes_);
   }
@@ -655,7 +657,7 @@ PendingPtr MpiChannel::alltoall(const void* send, void* recv, size_t bytesPerRan
   // MPICH's MPI_Ialltoall beats MPI_Ialltoallv on even splits (e.g. ~26 vs ~43 us at 512 KiB and
   // ~130 vs ~210 us at 2 MiB, 2 ranks). Beyond an int count, alltoallv's handling of large
   // counts applies (the same on every rank).
-  if (size_ <= kMaxPointToPointRanks)
+  if (pointToPoint(OpKind::kAlltoall, bytesPerRank * ranks))
     return pointToPointAlltoall(data_.get(), rank_, size_, send, recv, bytesPerRank, lanes_);
   if (bytesPerRank > INT_MAX) return Channel::alltoall(send, recv, bytesPerRank, ranks);
   MPI_Comm c = data_.get();
@@ -681,7 +683,7 @@ PendingPtr MpiChannel::reduceScatter(const void* send, void* recv,
   }
   // Small communicators: point-to-point messages and a local reduction (mpi_p2p.h), ~5-10 %
   // faster than MPI_Reduce_scatter_block from 32 KiB to 2 MiB on 2 ranks (raw MPI, interleaved).
-  if (size_ <= kMaxPointToPointRanks) {
+  if (pointToPoint(OpKind::kReducescatter, sum(recvCounts) * dataTypeSize(dtype))) {
     return pointToPointReduceScatter(data_.get(), rank_, size_, send, recv, recvCounts,
                                      reductionFor(dtype, op), reduceScratch_, lanes_);
   }

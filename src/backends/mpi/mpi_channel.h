@@ -79,6 +79,11 @@ class MpiChannel final : public Channel {
   bool pollNotice(Notice* out) override;
 
  private:
+  // Whether a `kind` operation of `bytes` bytes runs point to point here (mpi_algorithms.h).
+  bool pointToPoint(OpKind kind, size_t bytes) const {
+    return chooseSchedule(kind, size_, bytes) == Schedule::kPointToPoint;
+  }
+
   MpiChannel() = default;
   void postNoticeReceive();
   // Receives and drops the messages with `tag` that have arrived on the control communicator.
