@@ -166,10 +166,10 @@ class Allreduce final : public RoundPending {
     size_t lo = 0, hi = 0;
     share(round.params.count, size_, rank_, &lo, &hi);
     reduceInputs(round.params.dtype, round.params.op, inputs(round), lo, hi - lo,
-                round.scratch.data() + lo * es);
+                 round.scratch.bytes.get() + lo * es);
   }
   void complete(Round& round) override {
-    if (!round.scratch.empty()) std::memcpy(recv_, round.scratch.data(), round.scratch.size());
+    if (round.scratchBytes != 0) std::memcpy(recv_, round.scratch.bytes.get(), round.scratchBytes);
   }
   void* recv_;
 };

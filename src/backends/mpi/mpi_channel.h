@@ -106,7 +106,7 @@ class MpiChannel final : public Channel {
   std::vector<MPI_Request> noteSends_;
   std::deque<uint64_t> noteValues_;
   std::vector<uint64_t> notedRound_;
-  // Scratch kept across calls (mpi_scratch.h), one pool per use (a widened reduction holds a
+  // Scratch kept across calls (common/scratch_pool.h), one pool per use (a widened reduction holds a
   // buffer of each at once): float32 copies of float16/bfloat16 sums (mpi_widen.h), and where
   // the point-to-point reduce-scatter receives (mpi_p2p.h).
   std::shared_ptr<ScratchPool> widePool_ = std::make_shared<ScratchPool>();

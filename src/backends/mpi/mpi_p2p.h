@@ -23,7 +23,7 @@
 #include "backends/backend.h"
 #include "backends/mpi/mpi_algorithms.h"
 #include "backends/mpi/mpi_local_reduce.h"
-#include "backends/mpi/mpi_scratch.h"
+#include "common/scratch_pool.h"
 #include "backends/mpi/mpi_shm.h"
 
 namespace hcoll::backends::mpi {
