@@ -190,6 +190,41 @@ def _reap_orphans():
     _orphans[:] = still
 
 
+def _release(handle, keep):
+    """Frees request `handle` that nothing in Python refers to any more: at once if its operation
+    ended, else once it does (_orphans, reaped later), `keep` (what it reads and writes) staying
+    referenced until then. Called from __del__ (the Request's, torch's Handle's)."""
+    try:
+        if lib.hcoll_test(handle) == _lib.IN_PROGRESS:
+            _orphans.append((handle, keep))
+        else:
+            lib.hcoll_request_free(handle)
+    except Exception:  # interpreter teardown: the library may already be gone
+        pass
+
+
+# hcoll_wait blocks in C for at most this long at a time, so that Ctrl-C (KeyboardInterrupt,
+# raised by Python between two slices) interrupts a wait promptly.
+_WAIT_SLICE_S = 0.05
+
+
+def _wait_sliced(handle, deadline=None):
+    """hcoll_wait on `handle` in slices until the operation ended or time.monotonic() passed
+    `deadline` (None: never). Returns the final status, IN_PROGRESS if the deadline came first."""
+    while True:
+        left = _WAIT_SLICE_S if deadline is None else min(
+            _WAIT_SLICE_S, max(0.0, deadline - time.monotonic()))
+        s = lib.hcoll_wait(handle, left)
+        # A slice that ran out: IN_PROGRESS (or TIMEOUT from libraries older than the
+        # IN_PROGRESS contract, told apart by hcoll_test).
+        if s == _lib.IN_PROGRESS or (s == _lib.ERR_TIMEOUT and
+                                     lib.hcoll_test(handle) == _lib.IN_PROGRESS):
+            if deadline is not None and time.monotonic() >= deadline:
+                return _lib.IN_PROGRESS
+            continue
+        return s
+
+
 class _Handle:
     """Owns one hcoll_request_t and the arrays its operation uses. Released when the last holder
     (the Request, or a numpy view of one of its outputs) goes away, so a view never outlives the
@@ -200,13 +235,7 @@ class _Handle:
         self.keep = keep
 
     def __del__(self):
-        try:
-            if lib.hcoll_test(self.value) == _lib.IN_PROGRESS:
-                _orphans.append((self.value, self.keep))
-            else:
-                lib.hcoll_request_free(self.value)
-        except Exception:  # interpreter teardown: the library may already be gone
-            pass
+        _release(self.value, self.keep)
 
 
 class Request:
@@ -230,10 +259,6 @@ class Request:
         """True once complete (raises HcollError if the operation failed), False while in flight."""
         return _check(lib.hcoll_test(self._h()), self._message()) == _lib.SUCCESS
 
-    # wait() blocks in C for at most this long at a time, so that Ctrl-C (KeyboardInterrupt,
-    # raised by Python between two slices) interrupts it promptly.
-    _WAIT_SLICE = 0.05
-
     def wait(self, timeout=None):
         """Blocks until complete (timeout None = forever). Returns True when complete, False when
         `timeout` seconds passed first (the request stays valid); raises HcollError on failure.
@@ -241,19 +266,11 @@ class Request:
         valid."""
         h = self._h()
         deadline = None if timeout is None else time.monotonic() + max(0.0, float(timeout))
-        while True:
-            left = self._WAIT_SLICE if deadline is None else min(
-                self._WAIT_SLICE, max(0.0, deadline - time.monotonic()))
-            s = lib.hcoll_wait(h, left)
-            # A slice that ran out: IN_PROGRESS (or TIMEOUT from libraries older than the
-            # IN_PROGRESS contract, told apart by hcoll_test).
-            if s == _lib.IN_PROGRESS or (s == _lib.ERR_TIMEOUT and
-                                         lib.hcoll_test(h) == _lib.IN_PROGRESS):
-                if deadline is not None and time.monotonic() >= deadline:
-                    return False
-                continue
-            _check(s, self._message() if s < 0 else None)
-            return True
+        s = _wait_sliced(h, deadline)
+        if s == _lib.IN_PROGRESS:
+            return False
+        _check(s, self._message() if s < 0 else None)
+        return True
 
     def _message(self):
         m = lib.hcoll_request_error(self._h()) if self._handle is not None else None

@@ -229,9 +229,6 @@ def is_initialized():
 # Handles and results
 # ------------------------------------------------------------------------------------------------
 
-_WAIT_SLICE_S = 0.05  # waits are sliced so that Ctrl-C reaches Python within ~50 ms
-
-
 class Handle:
     """One in-flight operation (what *_async returns; give it to synchronize() or poll()).
     `keep` holds every tensor and descriptor the runtime reads or writes; `finish(req)` turns
@@ -247,16 +244,8 @@ class Handle:
         self.result = result
 
     def __del__(self):
-        req = self.req
-        if req is None:
-            return
-        try:
-            if lib.hcoll_test(req) == _lib.IN_PROGRESS:
-                _api._orphans.append((req, self.keep))
-            else:
-                lib.hcoll_request_free(req)
-        except Exception:  # interpreter teardown: the library may be gone already
-            pass
+        if self.req is not None:
+            _api._release(self.req, self.keep)
 
 
 def _error(req, status):
@@ -266,13 +255,8 @@ def _error(req, status):
 
 def wait(req):
     """Blocks until `req` completed; raises HcollError for a failed operation."""
-    while True:
-        s = lib.hcoll_wait(req, _WAIT_SLICE_S)
-        if s == _lib.SUCCESS:
-            return
-        if s == _lib.IN_PROGRESS or (s == _lib.ERR_TIMEOUT
-                                     and lib.hcoll_test(req) == _lib.IN_PROGRESS):
-            continue
+    s = _api._wait_sliced(req)
+    if s != _lib.SUCCESS:
         raise _error(req, s)
 
 
