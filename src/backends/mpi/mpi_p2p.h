@@ -54,9 +54,9 @@ PendingPtr pointToPointAllgatherv(MPI_Comm comm, int rank, int size, const void*
 // Rank r's block of `reduction` (mpi_local_reduce.h) of every rank's `send`, rank-major blocks
 // of counts[j] elements, into `recv` (which must not overlap `send`): block j goes to rank j;
 // rank r - 1's contribution to block r arrives in `recv`, the other peers' in a scratch buffer
-// from `pool` (none on 2 ranks), and once all arrived they are reduced into `recv` (hcoll's loop,
-// or MPI_Reduce_local, so user-defined ops apply as in MPI_Ireduce_scatter). MPICH's pairwise
-// algorithm, without its temporary buffer per call.
+// from `pool` (none on 2 ranks), and once all arrived they are reduced into `recv` by the host
+// reduction library (common/reduce.h, the same element rules as MPI's collectives with hcoll's
+// user ops). MPICH's pairwise algorithm, without its temporary buffer per call.
 PendingPtr pointToPointReduceScatter(MPI_Comm comm, int rank, int size, const void* send,
                                      void* recv, const std::vector<size_t>& counts,
                                      const Reduction& reduction,
