@@ -15,16 +15,17 @@
 namespace hcoll {
 namespace {
 
-// Integers add and multiply in their unsigned type: wrap-around is defined there and gives the
-// same bits as two's complement signed arithmetic (and uint16 is not promoted to a signed int
-// that a product could overflow).
+// Integers add and multiply unsigned: wrap-around is defined there and gives the same bits as
+// two's complement signed arithmetic. Types narrower than int go through unsigned int, or they
+// would be promoted to a signed int that a product can overflow (uint16 65535 * 65535).
 template <typename T, bool = std::is_integral_v<T>>
 struct ArithmeticOf {
   using type = T;
 };
 template <typename T>
 struct ArithmeticOf<T, true> {
-  using type = std::make_unsigned_t<T>;
+  using type =
+      std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
 };
 template <typename T>
 using Arithmetic = typename ArithmeticOf<T>::type;
