@@ -38,11 +38,13 @@ cmake --build build-test -j"$jobs"
 require_tests build-test python.numpy.np2 python.abi.np2 python.torch_errors.np2 examples.syncbn.np2 \
   bench.plot bench.plot_quick python.torch_api.np2 python.torch_optimizer.np2 python.torch_syncbn.np3 \
   examples.torch_train.np2 bench.torch_quick.np2 python.failures.raise.np2 \
-  python.failures.abort-hook.np2 python.failures.sigint.np2 python.failures.mixed-mpi
+  python.failures.abort-hook.np2 python.failures.sigint.np2 python.failures.mixed-mpi \
+  python.c10d.np2 python.c10d_errors.np2 python.c10d_ddp.np2 examples.torch_ddp.np2
 ctest --test-dir build-test --output-on-failure --timeout 300
 
 echo "== Open MPI build: Python binding with mpi4py"
 cmake -S . -B build-test-openmpi -DHCOLL_MPI=openmpi -DHCOLL_BUILD_BENCH=OFF -DHCOLL_WITH_NCCL=OFF \
+      -DHCOLL_WITH_TORCH=OFF \
       -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build build-test-openmpi -j"$jobs" --target hcoll
 require_tests build-test-openmpi python.numpy.np2 python.abi.np2 python.torch_errors.np2 examples.syncbn.np2 \
@@ -62,7 +64,8 @@ build-test-fuzz/hcoll-fuzz-wire -max_total_time="${HCOLL_FUZZ_SECONDS:-45}" -tim
 
 echo "== AddressSanitizer + UBSan build: unit, core, fusion, reliability and loopback tests"
 cmake -S . -B build-test-asan -DHCOLL_MPI=mpich -DCMAKE_BUILD_TYPE=Debug \
-      -DHCOLL_SANITIZE=address,undefined -DHCOLL_BUILD_BENCH=OFF -DHCOLL_WITH_NCCL=OFF
+      -DHCOLL_SANITIZE=address,undefined -DHCOLL_BUILD_BENCH=OFF -DHCOLL_WITH_NCCL=OFF \
+      -DHCOLL_WITH_TORCH=OFF
 cmake --build build-test-asan -j"$jobs"
 # Any report fails the test (halt_on_error); tests/sanitizers/lsan.supp hides hwloc's (and the
 # transports') one-time allocations and, of MPICH, only the split/dup communicators abandoned
@@ -77,7 +80,8 @@ UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$PWD/tests/saniti
 
 echo "== ThreadSanitizer build: the multi-threaded tests (smoke, stall, shutdown, soak, loopback)"
 cmake -S . -B build-test-tsan -DHCOLL_MPI=mpich -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DHCOLL_SANITIZE=thread -DHCOLL_BUILD_BENCH=OFF -DHCOLL_WITH_NCCL=OFF
+      -DHCOLL_SANITIZE=thread -DHCOLL_BUILD_BENCH=OFF -DHCOLL_WITH_NCCL=OFF \
+      -DHCOLL_WITH_TORCH=OFF
 cmake --build build-test-tsan -j"$jobs" \
   --target hcoll-test-smoke hcoll-test-stall hcoll-test-shutdown hcoll-test-soak \
            hcoll-test-allreduce hcoll-test-allgather hcoll-test-broadcast hcoll-test-alltoall \
