@@ -18,14 +18,24 @@ HcollWork::HcollWork(std::shared_ptr<const HcollLibrary> lib, c10d::OpType type,
           c10::ListType::create(c10::TensorType::get()))) {}
 
 HcollWork::~HcollWork() {
-  // Only reached once completed (the CompletionThread holds a reference until then), or when
-  // the submission itself failed and request_ is NULL.
+  // The last reference goes once the Work completed (the CompletionThread holds one until
+  // then): the request is freed here, never while another thread may still wait on it.
   if (request_ != nullptr) lib_->hcoll_request_free(request_);
 }
 
-bool HcollWork::progress(double sliceSeconds) {
-  const hcoll_status_t status = lib_->hcoll_wait(request_, sliceSeconds);
+bool HcollWork::progress(double seconds) {
+  const hcoll_status_t status = lib_->hcoll_wait(request_, seconds);
   if (status == HCOLL_IN_PROGRESS) return false;
+  finishOnce(status);
+  return true;
+}
+
+void HcollWork::finishOnce(hcoll_status_t status) {
+  {
+    std::lock_guard<std::mutex> lock(finishMutex_);
+    if (finishing_) return;
+    finishing_ = true;
+  }
   std::exception_ptr error;
   if (status != HCOLL_SUCCESS) {
     const char* message = lib_->hcoll_request_error(request_);
@@ -39,11 +49,8 @@ bool HcollWork::progress(double sliceSeconds) {
       error = std::make_exception_ptr(std::runtime_error("hcoll " + call_ + ": " + e.what()));
     }
   }
-  lib_->hcoll_request_free(request_);
-  request_ = nullptr;
   keepAlive_.clear();
   complete(error);
-  return true;
 }
 
 void HcollWork::complete(std::exception_ptr error) {
@@ -57,13 +64,12 @@ void HcollWork::complete(std::exception_ptr error) {
 }
 
 bool HcollWork::wait(std::chrono::milliseconds timeout) {
+  const double seconds = timeout == kNoTimeout ? -1.0 : static_cast<double>(timeout.count()) / 1e3;
+  // Drives the operation on this thread when hcoll lets a waiting caller do so.
+  TORCH_CHECK(progress(seconds), "hcoll ", call_, ": Work.wait timed out after ", timeout.count(),
+              " ms (the operation goes on; wait again or check is_completed())");
   std::unique_lock<std::mutex> lock(mutex_);
-  if (timeout == kNoTimeout) {
-    cv_.wait(lock, [&] { return completed_; });
-  } else if (!cv_.wait_for(lock, timeout, [&] { return completed_; })) {
-    TORCH_CHECK(false, "hcoll ", call_, ": Work.wait timed out after ", timeout.count(),
-                " ms (the operation goes on; wait again or check is_completed())");
-  }
+  cv_.wait(lock, [&] { return completed_; });  // the other thread may be finishing it
   if (exception_) std::rethrow_exception(exception_);
   return true;
 }

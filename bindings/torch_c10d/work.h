@@ -38,11 +38,14 @@ class HcollWork : public c10d::Work {
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
 
-  // Called by the CompletionThread: waits (bounded slices, so a stopping thread can give up)
-  // and returns true once the request completed and the Work was finished.
-  bool progress(double sliceSeconds);
+  // Waits up to `seconds` (< 0: forever) for the request; returns true once it completed and
+  // this Work was finished (or is being finished by the other thread). Called by the
+  // CompletionThread and by wait(): a waiting caller drives hcoll's round itself (no thread
+  // hand-off), whichever thread sees the completion first finishes the Work, exactly once.
+  bool progress(double seconds);
 
  private:
+  void finishOnce(hcoll_status_t status);
   void complete(std::exception_ptr error);
 
   std::shared_ptr<const HcollLibrary> lib_;
@@ -52,6 +55,8 @@ class HcollWork : public c10d::Work {
   std::vector<at::Tensor> keepAlive_;
   Finalize finalize_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::mutex finishMutex_;
+  bool finishing_ = false;  // under finishMutex_: a thread took the finishing
 };
 
 class CompletionThread {
