@@ -26,9 +26,8 @@ void Communicator::setTimeout(std::chrono::milliseconds timeout) {
               "hcoll_comm_set_timeout");
 }
 
-std::shared_ptr<Communicator> Communicator::world(std::shared_ptr<const HcollLibrary> lib,
-                                                  int rank, int size,
-                                                  std::chrono::milliseconds timeout) {
+std::shared_ptr<Communicator> Communicator::world(std::shared_ptr<const HcollLibrary> lib, int rank,
+                                                  int size, std::chrono::milliseconds timeout) {
   hcoll_comm_t world = nullptr;
   lib->check(lib->hcoll_comm_world(&world), "hcoll_comm_world");
   int worldSize = 0;
@@ -39,7 +38,8 @@ std::shared_ptr<Communicator> Communicator::world(std::shared_ptr<const HcollLib
         "hcoll torch.distributed backend: init_process_group asked for world_size " +
         std::to_string(size) + " but hcoll's MPI world has " + std::to_string(worldSize) +
         " process(es). hcoll bootstraps from MPI, not from the c10d store: start the job with "
-        "mpiexec -n " + std::to_string(size) + " (see docs/torch_distributed.md)");
+        "mpiexec -n " +
+        std::to_string(size) + " (see docs/torch_distributed.md)");
   }
   hcoll_comm_t split = nullptr;
   lib->check(lib->hcoll_comm_split(world, 0, rank, &split), "hcoll_comm_split");

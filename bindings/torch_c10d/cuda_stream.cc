@@ -11,7 +11,8 @@ void* currentCudaStream(const at::Device& device, const std::string& call) {
   // The caller's current stream: hcoll orders the collective after the work enqueued on it.
   return static_cast<void*>(c10::cuda::getCurrentCUDAStream(device.index()).stream());
 #else
-  TORCH_CHECK(false, "hcoll ", call, ": a CUDA tensor (", device, "), but this extension was "
+  TORCH_CHECK(false, "hcoll ", call, ": a CUDA tensor (", device,
+              "), but this extension was "
               "built against a torch without CUDA");
 #endif
 }

@@ -24,11 +24,12 @@ std::shared_ptr<const HcollLibrary> HcollLibrary::load(const std::string& path) 
     throw std::runtime_error("hcoll torch.distributed backend: cannot load " + path + ": " +
                              (why ? why : "unknown dlopen error"));
   }
-#define HCOLL_C10D_RESOLVE_(name)                                                          \
+#define HCOLL_C10D_RESOLVE_(name)                                                         \
   lib->name = reinterpret_cast<decltype(lib->name)>(dlsym(lib->handle_, #name));          \
-  if (lib->name == nullptr) {                                                              \
-    throw std::runtime_error("hcoll torch.distributed backend: " + path + " lacks " #name \
-                             ": the library is older than this extension; rebuild both");  \
+  if (lib->name == nullptr) {                                                             \
+    throw std::runtime_error("hcoll torch.distributed backend: " + path +                 \
+                             " lacks " #name                                              \
+                             ": the library is older than this extension; rebuild both"); \
   }
   HCOLL_C10D_FUNCTIONS(HCOLL_C10D_RESOLVE_)
 #undef HCOLL_C10D_RESOLVE_

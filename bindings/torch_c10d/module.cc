@@ -4,9 +4,9 @@
 #include "communicator.h"
 #include "process_group.h"
 
-#include <torch/csrc/utils/pybind.h>
 #include <pybind11/chrono.h>
 #include <pybind11/stl.h>
+#include <torch/csrc/utils/pybind.h>
 
 namespace py = pybind11;
 using hcoll::torch_c10d::Communicator;

@@ -10,9 +10,13 @@ namespace hcoll::torch_c10d {
 
 namespace {
 
-int64_t sum(const std::vector<int64_t>& v) { return std::accumulate(v.begin(), v.end(), 0LL); }
+int64_t sum(const std::vector<int64_t>& v) {
+  return std::accumulate(v.begin(), v.end(), 0LL);
+}
 
-at::Tensor flat(const at::Tensor& t) { return t.reshape({t.numel()}); }
+at::Tensor flat(const at::Tensor& t) {
+  return t.reshape({t.numel()});
+}
 
 }  // namespace
 
@@ -53,8 +57,12 @@ void ProcessGroupHcoll::poison(Kind kind) noexcept {
     case Kind::kAllreduce:
       status = lib_->hcoll_allreduce(c, nullptr, &t, &t, HCOLL_MAX, 1.0, 1.0, &req);
       break;
-    case Kind::kAllgather: status = lib_->hcoll_allgather(c, nullptr, &t, &req); break;
-    case Kind::kBroadcast: status = lib_->hcoll_broadcast(c, nullptr, &t, 0, &req); break;
+    case Kind::kAllgather:
+      status = lib_->hcoll_allgather(c, nullptr, &t, &req);
+      break;
+    case Kind::kBroadcast:
+      status = lib_->hcoll_broadcast(c, nullptr, &t, 0, &req);
+      break;
     case Kind::kAlltoall: {
       std::vector<int64_t> zeros(static_cast<size_t>(getSize()), 0);
       status = lib_->hcoll_alltoall(c, nullptr, &t, zeros.data(), &req);
@@ -69,9 +77,7 @@ void ProcessGroupHcoll::poison(Kind kind) noexcept {
 }
 
 template <typename Submit>
-c10::intrusive_ptr<c10d::Work> ProcessGroupHcoll::run(Kind kind, c10d::OpType /*type*/,
-                                                      const std::string& /*call*/,
-                                                      Submit&& submit) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupHcoll::run(Kind kind, Submit&& submit) {
   try {
     return submit();
   } catch (...) {
@@ -88,9 +94,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHcoll::enqueue(c10d::OpType type,
                                                           std::vector<at::Tensor> outputs,
                                                           std::vector<at::Tensor> keepAlive,
                                                           HcollWork::Finalize finalize) {
-  auto work = c10::make_intrusive<HcollWork>(lib_, type, getRank(), call, request,
-                                             std::move(outputs), std::move(keepAlive),
-                                             std::move(finalize));
+  auto work =
+      c10::make_intrusive<HcollWork>(lib_, type, getRank(), call, request, std::move(outputs),
+                                     std::move(keepAlive), std::move(finalize));
   completion_->enqueue(work);
   return work;
 }
@@ -105,7 +111,7 @@ at::Tensor ProcessGroupHcoll::single(std::vector<at::Tensor>& tensors,
 c10::intrusive_ptr<c10d::Work> ProcessGroupHcoll::broadcast(std::vector<at::Tensor>& tensors,
                                                             const c10d::BroadcastOptions& opts) {
   const std::string call = "broadcast";
-  return run(Kind::kBroadcast, c10d::OpType::BROADCAST, call, [&] {
+  return run(Kind::kBroadcast, [&] {
     at::Tensor t = single(tensors, call);
     TORCH_CHECK(opts.rootTensor == 0, "hcoll ", call, ": rootTensor must be 0");
     TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < getSize(), "hcoll ", call, ": root rank ",
@@ -123,7 +129,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHcoll::broadcast(std::vector<at::Tens
 c10::intrusive_ptr<c10d::Work> ProcessGroupHcoll::allreduce(std::vector<at::Tensor>& tensors,
                                                             const c10d::AllreduceOptions& opts) {
   const std::string call = "allreduce";
-  return run(Kind::kAllreduce, c10d::OpType::ALLREDUCE, call, [&] {
+  return run(Kind::kAllreduce, [&] {
     at::Tensor t = single(tensors, call);
     const hcoll_reduce_op_t op = toHcollOp(opts.reduceOp, call);
     TensorDescs d;
@@ -138,33 +144,35 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHcoll::allreduce(std::vector<at::Tens
 c10::intrusive_ptr<c10d::Work> ProcessGroupHcoll::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   const std::string call = "allreduce_coalesced";
-  return run(Kind::kAllreduce, c10d::OpType::ALLREDUCE_COALESCED, call, [&] {
+  return run(Kind::kAllreduce, [&] {
     const hcoll_reduce_op_t op = toHcollOp(opts.reduceOp, call);
     commonDevice(tensors, call);
     TensorDescs d;
     for (const at::Tensor& t : tensors) d.add(t, call);
     hcoll_request_t req = nullptr;
     // One grouped allreduce: negotiated, fused and executed as one unit.
-    submitted(lib_->hcoll_grouped_allreduce(comm_->handle(), nullptr, d.size(), d.data(),
-                                            d.data(), op, 1.0, 1.0, &req),
+    submitted(lib_->hcoll_grouped_allreduce(comm_->handle(), nullptr, d.size(), d.data(), d.data(),
+                                            op, 1.0, 1.0, &req),
               call);
     return enqueue(c10d::OpType::ALLREDUCE_COALESCED, call, req, tensors, tensors);
   });
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupHcoll::groupedAllreduce(
-    std::vector<at::Tensor>& tensors, const std::string& name, hcoll_reduce_op_t op,
-    double prescale, double postscale) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupHcoll::groupedAllreduce(std::vector<at::Tensor>& tensors,
+                                                                   const std::string& name,
+                                                                   hcoll_reduce_op_t op,
+                                                                   double prescale,
+                                                                   double postscale) {
   const std::string call = name.empty() ? "grouped_allreduce" : "grouped_allreduce '" + name + "'";
-  return run(Kind::kAllreduce, c10d::OpType::ALLREDUCE_COALESCED, call, [&] {
+  return run(Kind::kAllreduce, [&] {
     commonDevice(tensors, call);
     TensorDescs d;
     for (const at::Tensor& t : tensors) d.add(t, call);
     hcoll_request_t req = nullptr;
-    submitted(lib_->hcoll_grouped_allreduce(comm_->handle(), name.empty() ? nullptr : name.c_str(),
-                                            d.size(), d.data(), d.data(), op, prescale,
-                                            postscale, &req),
-              call);
+    submitted(
+        lib_->hcoll_grouped_allreduce(comm_->handle(), name.empty() ? nullptr : name.c_str(),
+                                      d.size(), d.data(), d.data(), op, prescale, postscale, &req),
+        call);
     return enqueue(c10d::OpType::ALLREDUCE_COALESCED, call, req, tensors, tensors);
   });
 }
@@ -172,7 +180,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHcoll::groupedAllreduce(
 c10::intrusive_ptr<c10d::Work> ProcessGroupHcoll::reduce(std::vector<at::Tensor>& tensors,
                                                          const c10d::ReduceOptions& opts) {
   const std::string call = "reduce";
-  return run(Kind::kAllreduce, c10d::OpType::REDUCE, call, [&] {
+  return run(Kind::kAllreduce, [&] {
     at::Tensor t = single(tensors, call);
     TORCH_CHECK(opts.rootTensor == 0, "hcoll ", call, ": rootTensor must be 0");
     TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < getSize(), "hcoll ", call, ": root rank ",
@@ -195,13 +203,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHcoll::allgather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& /*opts*/) {
   const std::string call = "allgather";
-  return run(Kind::kAllgather, c10d::OpType::ALLGATHER, call, [&] {
+  return run(Kind::kAllgather, [&] {
     at::Tensor in = single(inputs, call);
     TORCH_CHECK(outputs.size() == 1, "hcoll ", call, ": takes one output list, got ",
                 outputs.size());
     std::vector<at::Tensor> outs = outputs[0];
-    TORCH_CHECK(static_cast<int>(outs.size()) == getSize(), "hcoll ", call, ": the output list has ",
-                outs.size(), " tensors, the group has ", getSize(), " ranks");
+    TORCH_CHECK(static_cast<int>(outs.size()) == getSize(), "hcoll ", call,
+                ": the output list has ", outs.size(), " tensors, the group has ", getSize(),
+                " ranks");
     for (const at::Tensor& o : outs) {
       TORCH_CHECK(o.scalar_type() == in.scalar_type(), "hcoll ", call, ": output dtype ",
                   o.scalar_type(), " differs from the input's ", in.scalar_type());
@@ -230,7 +239,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHcoll::allgather(
 c10::intrusive_ptr<c10d::Work> ProcessGroupHcoll::_allgather_base(
     at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& /*opts*/) {
   const std::string call = "_allgather_base";
-  return run(Kind::kAllgather, c10d::OpType::_ALLGATHER_BASE, call, [&] {
+  return run(Kind::kAllgather, [&] {
     TORCH_CHECK(output.scalar_type() == input.scalar_type(), "hcoll ", call, ": output dtype ",
                 output.scalar_type(), " differs from the input's ", input.scalar_type());
     TORCH_CHECK(output.numel() == getSize() * input.numel(), "hcoll ", call, ": the output has ",
@@ -250,7 +259,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHcoll::reduce_scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ReduceScatterOptions& opts) {
   const std::string call = "reduce_scatter";
-  return run(Kind::kReducescatter, c10d::OpType::REDUCE_SCATTER, call, [&] {
+  return run(Kind::kReducescatter, [&] {
     at::Tensor out = single(outputs, call);
     const hcoll_reduce_op_t op = toHcollOp(opts.reduceOp, call);
     TORCH_CHECK(inputs.size() == 1, "hcoll ", call, ": takes one input list, got ", inputs.size());
@@ -280,7 +289,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHcoll::reduce_scatter(
 c10::intrusive_ptr<c10d::Work> ProcessGroupHcoll::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
   const std::string call = "_reduce_scatter_base";
-  return run(Kind::kReducescatter, c10d::OpType::_REDUCE_SCATTER_BASE, call, [&] {
+  return run(Kind::kReducescatter, [&] {
     const hcoll_reduce_op_t op = toHcollOp(opts.reduceOp, call);
     TORCH_CHECK(output.scalar_type() == input.scalar_type(), "hcoll ", call, ": output dtype ",
                 output.scalar_type(), " differs from the input's ", input.scalar_type());
@@ -318,10 +327,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHcoll::alltoallFlat(
     lib->check(lib->hcoll_request_received_splits(r, 0, &received, &n), "received splits");
     for (int i = 0; i < n && i < static_cast<int>(expected.size()); ++i) {
       if (expected[i] >= 0 && received[i] != expected[i]) {
-        throw std::runtime_error("received " + std::to_string(received[i]) +
-                                 " elements from rank " + std::to_string(i) + ", expected " +
-                                 std::to_string(expected[i]) +
-                                 " (the ranks' split sizes disagree)");
+        throw std::runtime_error(
+            "received " + std::to_string(received[i]) + " elements from rank " + std::to_string(i) +
+            ", expected " + std::to_string(expected[i]) + " (the ranks' split sizes disagree)");
       }
     }
     if (done) done();
@@ -333,7 +341,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHcoll::alltoall_base(
     at::Tensor& output, at::Tensor& input, std::vector<int64_t>& outputSplits,
     std::vector<int64_t>& inputSplits, const c10d::AllToAllOptions& /*opts*/) {
   const std::string call = "alltoall_base";
-  return run(Kind::kAlltoall, c10d::OpType::ALLTOALL_BASE, call, [&] {
+  return run(Kind::kAlltoall, [&] {
     const int64_t n = getSize();
     TORCH_CHECK(output.scalar_type() == input.scalar_type(), "hcoll ", call, ": output dtype ",
                 output.scalar_type(), " differs from the input's ", input.scalar_type());
@@ -351,8 +359,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHcoll::alltoall_base(
       TORCH_CHECK(static_cast<int64_t>(s.size()) == n, "hcoll ", call, ": ", which,
                   " split sizes have ", s.size(), " entries, the group has ", n, " ranks");
       for (int64_t v : s) TORCH_CHECK(v >= 0, "hcoll ", call, ": negative split size ", v);
-      TORCH_CHECK(sum(s) == t.size(0), "hcoll ", call, ": ", which, " split sizes sum to ",
-                  sum(s), ", dim 0 is ", t.size(0));
+      TORCH_CHECK(sum(s) == t.size(0), "hcoll ", call, ": ", which, " split sizes sum to ", sum(s),
+                  ", dim 0 is ", t.size(0));
       return s;
     };
     std::vector<int64_t> send = rows(inputSplits, input, "input");
@@ -362,8 +370,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHcoll::alltoall_base(
     const int64_t row = inRow != 0 ? inRow : outRow;
     for (auto& v : send) v *= row;
     for (auto& v : recv) v *= row;
-    return alltoallFlat(c10d::OpType::ALLTOALL_BASE, call, input, send, output, recv, {output},
-                        {}, {});
+    return alltoallFlat(c10d::OpType::ALLTOALL_BASE, call, input, send, output, recv, {output}, {},
+                        {});
   });
 }
 
@@ -371,7 +379,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHcoll::alltoall(std::vector<at::Tenso
                                                            std::vector<at::Tensor>& inputs,
                                                            const c10d::AllToAllOptions& /*opts*/) {
   const std::string call = "alltoall";
-  return run(Kind::kAlltoall, c10d::OpType::ALLTOALL, call, [&] {
+  return run(Kind::kAlltoall, [&] {
     const size_t n = static_cast<size_t>(getSize());
     TORCH_CHECK(inputs.size() == n && outputs.size() == n, "hcoll ", call, ": ", inputs.size(),
                 " inputs and ", outputs.size(), " outputs for a group of ", n, " ranks");
@@ -405,7 +413,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHcoll::gather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::GatherOptions& opts) {
   const std::string call = "gather";
-  return run(Kind::kAlltoall, c10d::OpType::GATHER, call, [&] {
+  return run(Kind::kAlltoall, [&] {
     at::Tensor in = single(inputs, call);
     const int64_t n = getSize();
     TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < n, "hcoll ", call, ": root rank ",
@@ -417,8 +425,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHcoll::gather(
                   call, ": the root needs one list of ", n, " output tensors");
       outs = outputs[0];
       for (const at::Tensor& o : outs) {
-        TORCH_CHECK(o.scalar_type() == in.scalar_type() && o.numel() == in.numel(), "hcoll ",
-                    call, ": every output needs the input's dtype and size");
+        TORCH_CHECK(o.scalar_type() == in.scalar_type() && o.numel() == in.numel(), "hcoll ", call,
+                    ": every output needs the input's dtype and size");
       }
     } else {
       TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()), "hcoll ", call,
@@ -443,7 +451,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHcoll::scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ScatterOptions& opts) {
   const std::string call = "scatter";
-  return run(Kind::kAlltoall, c10d::OpType::SCATTER, call, [&] {
+  return run(Kind::kAlltoall, [&] {
     at::Tensor out = single(outputs, call);
     const int64_t n = getSize();
     TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < n, "hcoll ", call, ": root rank ",
@@ -452,8 +460,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHcoll::scatter(
     std::vector<int64_t> send(static_cast<size_t>(n), 0);
     at::Tensor in;
     if (root) {
-      TORCH_CHECK(inputs.size() == 1 && static_cast<int64_t>(inputs[0].size()) == n, "hcoll ",
-                  call, ": the root needs one list of ", n, " input tensors");
+      TORCH_CHECK(inputs.size() == 1 && static_cast<int64_t>(inputs[0].size()) == n, "hcoll ", call,
+                  ": the root needs one list of ", n, " input tensors");
       std::vector<at::Tensor> flats;
       for (const at::Tensor& i : inputs[0]) {
         TORCH_CHECK(i.scalar_type() == out.scalar_type() && i.numel() == out.numel(), "hcoll ",

@@ -70,9 +70,9 @@ class ProcessGroupHcoll : public c10d::ProcessGroup {
   // other ranks' call fails with MISMATCH rather than waiting for this rank (see poison()).
   enum class Kind { kAllreduce, kAllgather, kBroadcast, kAlltoall, kReducescatter };
 
+  // Runs `submit` (checks, then the hcoll call and enqueue); if it throws, poisons `kind` first.
   template <typename Submit>
-  c10::intrusive_ptr<c10d::Work> run(Kind kind, c10d::OpType type, const std::string& call,
-                                     Submit&& submit);
+  c10::intrusive_ptr<c10d::Work> run(Kind kind, Submit&& submit);
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const std::string& call,
                                          hcoll_request_t request, std::vector<at::Tensor> outputs,
                                          std::vector<at::Tensor> keepAlive,

@@ -14,8 +14,9 @@ HcollWork::HcollWork(std::shared_ptr<const HcollLibrary> lib, c10d::OpType type,
       outputs_(std::move(outputs)),
       keepAlive_(std::move(keepAlive)),
       finalize_(std::move(finalize)),
-      future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::create(c10::TensorType::get()))) {}
+      future_(
+          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
+}
 
 HcollWork::~HcollWork() {
   // The last reference goes once the Work completed (the CompletionThread holds one until

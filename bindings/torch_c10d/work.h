@@ -29,8 +29,8 @@ class HcollWork : public c10d::Work {
 
   // `keepAlive`: every tensor the request reads or writes (the caller's and temporaries);
   // `outputs`: the Work's result() and the future's value.
-  HcollWork(std::shared_ptr<const HcollLibrary> lib, c10d::OpType type, int rank,
-            std::string call, hcoll_request_t request, std::vector<at::Tensor> outputs,
+  HcollWork(std::shared_ptr<const HcollLibrary> lib, c10d::OpType type, int rank, std::string call,
+            hcoll_request_t request, std::vector<at::Tensor> outputs,
             std::vector<at::Tensor> keepAlive, Finalize finalize);
   ~HcollWork() override;
 
