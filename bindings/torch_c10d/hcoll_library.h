@@ -29,18 +29,18 @@ class HcollLibrary {
   void check(hcoll_status_t status, const std::string& what) const;
   std::string errorText(hcoll_status_t status) const;
 
-#define HCOLL_C10D_FUNCTIONS(XX)                                                            \
-  XX(hcoll_initialize)                                                                      \
-  XX(hcoll_is_initialized) XX(hcoll_version) XX(hcoll_status_string) XX(hcoll_last_error)   \
-      XX(hcoll_nccl_built) XX(hcoll_comm_world) XX(hcoll_comm_split) XX(hcoll_comm_create)  \
-          XX(hcoll_comm_destroy) XX(hcoll_comm_set_timeout) XX(hcoll_comm_rank)             \
-              XX(hcoll_comm_size) XX(hcoll_allreduce) XX(hcoll_grouped_allreduce)           \
-                  XX(hcoll_allgather) XX(hcoll_allgather_into) XX(hcoll_broadcast)          \
-                      XX(hcoll_alltoall) XX(hcoll_alltoall_into) XX(hcoll_reducescatter)    \
-                          XX(hcoll_reducescatter_into) XX(hcoll_barrier) XX(hcoll_test)     \
-                              XX(hcoll_wait) XX(hcoll_request_output)                       \
-                                  XX(hcoll_request_received_splits) XX(hcoll_request_error) \
-                                      XX(hcoll_request_free)
+#define HCOLL_C10D_FUNCTIONS(XX)                                                                   \
+  XX(hcoll_initialize)                                                                             \
+  XX(hcoll_is_initialized)                                                                         \
+  XX(hcoll_version) XX(hcoll_status_string) XX(hcoll_last_error) XX(hcoll_nccl_built)              \
+      XX(hcoll_comm_world) XX(hcoll_comm_split) XX(hcoll_comm_create) XX(hcoll_comm_destroy)       \
+          XX(hcoll_comm_set_timeout) XX(hcoll_comm_rank) XX(hcoll_comm_size) XX(hcoll_comm_stats)  \
+              XX(hcoll_allreduce) XX(hcoll_grouped_allreduce) XX(hcoll_allgather)                  \
+                  XX(hcoll_allgather_into) XX(hcoll_broadcast) XX(hcoll_alltoall)                  \
+                      XX(hcoll_alltoall_into) XX(hcoll_reducescatter) XX(hcoll_reducescatter_into) \
+                          XX(hcoll_barrier) XX(hcoll_test) XX(hcoll_wait) XX(hcoll_request_output) \
+                              XX(hcoll_request_received_splits) XX(hcoll_request_error)            \
+                                  XX(hcoll_request_free)
 #define HCOLL_C10D_MEMBER_(name) decltype(&::name) name = nullptr;
   HCOLL_C10D_FUNCTIONS(HCOLL_C10D_MEMBER_)
 #undef HCOLL_C10D_MEMBER_

@@ -64,6 +64,28 @@ PYBIND11_MODULE(_c10d, m) {
            py::arg("communicator"), py::arg("rank"), py::arg("size"))
       .def_property_readonly("_communicator", &ProcessGroupHcoll::communicator)
       .def(
+          "stats",
+          [](const ProcessGroupHcoll& pg) {
+            // hcoll_comm_stats of the group's communicator (this rank's view): for tests and
+            // tuning, e.g. that allreduce_coalesced is one backend call.
+            const auto& comm = pg.communicator();
+            hcoll_comm_stats_t s{};
+            s.mask = HCOLL_COMM_STATS_FIELD_ALL;
+            comm->library()->check(comm->library()->hcoll_comm_stats(comm->handle(), &s),
+                                   "hcoll_comm_stats");
+            py::dict d;
+            d["cycles"] = s.cycles;
+            d["slow_path_negotiations"] = s.slow_path_negotiations;
+            d["cache_hits"] = s.cache_hits;
+            d["backend_calls"] = s.backend_calls;
+            d["fused_tensors"] = s.fused_tensors;
+            d["bytes"] = s.bytes;
+            d["queue_depth"] = s.queue_depth;
+            d["caller_rounds"] = s.caller_rounds;
+            return d;
+          },
+          "hcoll's counters of this group's communicator (hcoll_comm_stats), as a dict")
+      .def(
           "grouped_allreduce",
           [](ProcessGroupHcoll& pg, std::vector<at::Tensor> tensors, const std::string& name,
              const std::string& op, double prescale, double postscale) {

@@ -106,8 +106,18 @@ def test_allreduce_coalesced_is_one_grouped_call():  # peer: test_all_reduce_coa
     assert torch.equal(ts[0], torch.full((3,), float(tri)))
     assert torch.equal(ts[1], torch.full((2, 2), float(tri)))
     assert torch.equal(ts[2], torch.full((1,), float(tri + size)))
+    # One grouped allreduce: the three tensors share ONE backend call (fused), whereas three
+    # separate all_reduce calls waited one by one take three.
+    pg = dist.distributed_c10d._get_default_group()
     ts = [torch.full((2,), float(rank + 1)) for _ in range(3)]
+    before = pg.stats()
     dist.all_reduce_coalesced(ts, op=dist.ReduceOp.MAX)
+    after = pg.stats()
+    assert after["backend_calls"] - before["backend_calls"] == 1, (before, after)
+    assert after["fused_tensors"] - before["fused_tensors"] == 3, (before, after)
+    for t in [torch.ones(2) for _ in range(3)]:
+        dist.all_reduce(t)
+    assert pg.stats()["backend_calls"] - after["backend_calls"] == 3
     assert all(torch.equal(t, torch.full((2,), float(size))) for t in ts)
 
 
