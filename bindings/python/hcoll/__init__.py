@@ -10,7 +10,7 @@ The library is found through $HCOLL_LIBRARY, next to this package, or in the sou
 build*/ directories (see _lib.candidate_paths). See docs/python.md.
 """
 
-from ._lib import (AVERAGE, BFLOAT16, BOOL, FLOAT16, FLOAT32, FLOAT64, INT8, INT16, INT32, INT64,
+from ._lib import (ADASUM, AVERAGE, BFLOAT16, BOOL, FLOAT16, FLOAT32, FLOAT64, INT8, INT16, INT32, INT64,
                    MAX, MIN, PRODUCT, SUM, UINT8, UINT16, UNDEFINED)
 from ._lib import (ERR_BACKEND, ERR_DUPLICATE_NAME, ERR_INTERNAL, ERR_INVALID_ARGUMENT,
                    ERR_INVALID_HANDLE, ERR_MISMATCH, ERR_NO_MEMORY, ERR_NOT_INITIALIZED,
