@@ -329,7 +329,10 @@ HCOLL_API hcoll_status_t hcoll_comm_stats(hcoll_comm_t comm, hcoll_comm_stats_t*
  * postscale); CUDA tensors (NCCL) are rounded to 16 bits at each reduction step. For bool,
  * SUM/MAX are OR and MIN/PRODUCT are AND; scaling or AVERAGE of bool is INVALID_ARGUMENT.
  * Every rank gets the same result: floating-point MIN/MAX of host tensors are NaN if any input
- * is NaN and order -0 below +0, whatever order the ranks' values are combined in. */
+ * is NaN and order -0 below +0, whatever order the ranks' values are combined in.
+ * HCOLL_ADASUM (see hcoll_reduce_op_t): floating host tensors only, each tensor of a grouped
+ * call reduced on its own; errors at submission: INVALID_ARGUMENT (other dtype), UNSUPPORTED
+ * (CUDA tensor). */
 HCOLL_API hcoll_status_t hcoll_allreduce(hcoll_comm_t comm, const char* name,
                                          const hcoll_tensor_t* in, const hcoll_tensor_t* out,
                                          hcoll_reduce_op_t op, double prescale, double postscale,
