@@ -13,8 +13,9 @@ void runAdasum(Context& ctx) {
   const std::vector<size_t> sizes = ctx.options.quick
                                         ? std::vector<size_t>{4096, 262144}
                                         : std::vector<size_t>{4096, 262144, 4u << 20, 32u << 20};
-  say(ctx, "\n# (adasum) float32 allreduce, out of place: HCOLL_ADASUM, HCOLL_SUM, MPI_Allreduce"
-           " (SUM)\n# %11s | %12s %12s %12s | %10s %10s %6s\n",
+  say(ctx,
+      "\n# (adasum) float32 allreduce, out of place: HCOLL_ADASUM, HCOLL_SUM, MPI_Allreduce"
+      " (SUM)\n# %11s | %12s %12s %12s | %10s %10s %6s\n",
       "size", "adasum us", "sum us", "mpi us", "adasum/sum", "adasum/mpi", "#wrong");
   for (size_t bytes : sizes) {
     const size_t count = bytes / sizeof(float);
@@ -28,13 +29,15 @@ void runAdasum(Context& ctx) {
         ctx.options,
         {[&] {
            hcoll_request_t r;
-           if (check(ctx, hcoll_allreduce(ctx.world, "adasum.bench", &ti, &to, HCOLL_ADASUM, 1, 1, &r),
+           if (check(ctx,
+                     hcoll_allreduce(ctx.world, "adasum.bench", &ti, &to, HCOLL_ADASUM, 1, 1, &r),
                      "adasum allreduce"))
              waitFree(ctx, r, "adasum.bench");
          },
          [&] {
            hcoll_request_t r;
-           if (check(ctx, hcoll_allreduce(ctx.world, "adasum.bench.sum", &ti, &ts, HCOLL_SUM, 1, 1, &r),
+           if (check(ctx,
+                     hcoll_allreduce(ctx.world, "adasum.bench.sum", &ti, &ts, HCOLL_SUM, 1, 1, &r),
                      "sum allreduce"))
              waitFree(ctx, r, "adasum.bench.sum");
          },
@@ -48,8 +51,8 @@ void runAdasum(Context& ctx) {
     say(ctx, "  %11zu | %12.1f %12.1f %12.1f | %10.2f %10.2f %6llu\n", bytes, t[0] * 1e6,
         t[1] * 1e6, t[2] * 1e6, t[0] / t[1], t[0] / t[2], static_cast<unsigned long long>(wrong));
     json().add("adasum", "allreduce").numbers = {
-        {"size", double(bytes)},         {"adasum_time_us", t[0] * 1e6},
-        {"sum_time_us", t[1] * 1e6},     {"mpi_time_us", t[2] * 1e6},
+        {"size", double(bytes)},          {"adasum_time_us", t[0] * 1e6},
+        {"sum_time_us", t[1] * 1e6},      {"mpi_time_us", t[2] * 1e6},
         {"adasum_over_sum", t[0] / t[1]}, {"adasum_over_mpi", t[0] / t[2]},
         {"wrong", double(wrong)}};
   }

@@ -6,9 +6,9 @@
 #include <string>
 
 #include "bindings/c/errors.h"
-#include "common/adasum.h"
 #include "bindings/c/state.h"
 #include "bindings/c/tensor_checks.h"
+#include "common/adasum.h"
 #include "hcoll/hcoll.h"
 
 namespace hcoll::bindings {
@@ -177,13 +177,15 @@ class Submission {
       if (in.device != kHostDevice) {
         return fail(HCOLL_ERR_UNSUPPORTED, std::string(function_) + ": " + ctx.where() +
                                                ": HCOLL_ADASUM runs on host memory only, not on "
-                                               "CUDA device " + std::to_string(in.device));
+                                               "CUDA device " +
+                                               std::to_string(in.device));
       }
       if (!adasum::supports(in.dtype)) {
         return fail(HCOLL_ERR_INVALID_ARGUMENT,
                     std::string(function_) + ": " + ctx.where() +
                         ": HCOLL_ADASUM needs a floating dtype (float16, bfloat16, float32 or "
-                        "float64), not " + dataTypeName(in.dtype));
+                        "float64), not " +
+                        dataTypeName(in.dtype));
       }
     }
     return HCOLL_SUCCESS;

@@ -91,10 +91,15 @@ void combineOf(void* dst, const void* left, const void* right, size_t n, const C
 template <typename Fn>
 auto dispatch(DataType dtype, Fn&& fn) {
   switch (dtype) {
-    case DataType::kFloat16: return fn(F16{});
-    case DataType::kBfloat16: return fn(BF16{});
-    case DataType::kFloat64: return fn(F64{});
-    default: assert(dtype == DataType::kFloat32); return fn(F32{});
+    case DataType::kFloat16:
+      return fn(F16{});
+    case DataType::kBfloat16:
+      return fn(BF16{});
+    case DataType::kFloat64:
+      return fn(F64{});
+    default:
+      assert(dtype == DataType::kFloat32);
+      return fn(F32{});
   }
 }
 

@@ -51,8 +51,7 @@ struct Dots {
 };
 // lower + higher, field by field (the order the tree fixes).
 inline Dots add(const Dots& lower, const Dots& higher) {
-  return Dots{lower.dot + higher.dot, lower.leftSq + higher.leftSq,
-              lower.rightSq + higher.rightSq};
+  return Dots{lower.dot + higher.dot, lower.leftSq + higher.leftSq, lower.rightSq + higher.rightSq};
 }
 
 struct Coefficients {

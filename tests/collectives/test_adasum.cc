@@ -48,12 +48,18 @@ double noise(int r, size_t m, int64_t i) {
 
 double valueOf(Pattern p, int r, size_t m, int64_t i) {
   switch (p) {
-    case Pattern::kSame: return 0.5 + 0.25 * noise(0, m, i);
-    case Pattern::kRandom: return 8.0 * noise(r, m, i);
-    case Pattern::kZero: return 0;
-    case Pattern::kTiny: return 1e-3 * noise(r, m, i);
-    case Pattern::kOpposed: return (r % 2 == 0 ? 1.0 : -0.75) * (1 + noise(0, m, i)) + 0.1 * noise(r, m, i);
-    case Pattern::kZeroOnRank0: return r == 0 ? 0 : 2 * noise(r, m, i);
+    case Pattern::kSame:
+      return 0.5 + 0.25 * noise(0, m, i);
+    case Pattern::kRandom:
+      return 8.0 * noise(r, m, i);
+    case Pattern::kZero:
+      return 0;
+    case Pattern::kTiny:
+      return 1e-3 * noise(r, m, i);
+    case Pattern::kOpposed:
+      return (r % 2 == 0 ? 1.0 : -0.75) * (1 + noise(0, m, i)) + 0.1 * noise(r, m, i);
+    case Pattern::kZeroOnRank0:
+      return r == 0 ? 0 : 2 * noise(r, m, i);
   }
   return 0;
 }
@@ -77,7 +83,8 @@ std::vector<std::vector<Tensor>> inputsOfAllRanks(hcoll_dtype_t dtype, int n) {
   for (int r = 0; r < n; ++r) {
     for (size_t m = 0; m < members().size(); ++m) {
       Tensor t(dtype, members()[m].shape);
-      for (int64_t i = 0; i < t.elements(); ++i) setValue(t, i, valueOf(members()[m].pattern, r, m, i));
+      for (int64_t i = 0; i < t.elements(); ++i)
+        setValue(t, i, valueOf(members()[m].pattern, r, m, i));
       all[static_cast<size_t>(r)].push_back(std::move(t));
     }
   }
@@ -114,10 +121,14 @@ Vec referenceTree(std::vector<Vec> v) {
 
 double tolerance(hcoll_dtype_t t) {
   switch (t) {
-    case HCOLL_FLOAT16: return 4e-3;   // a rounding to 11 bits per tree level
-    case HCOLL_BFLOAT16: return 3e-2;  // to 8 bits per level
-    case HCOLL_FLOAT32: return 2e-6;
-    default: return 1e-12;
+    case HCOLL_FLOAT16:
+      return 4e-3;  // a rounding to 11 bits per tree level
+    case HCOLL_BFLOAT16:
+      return 3e-2;  // to 8 bits per level
+    case HCOLL_FLOAT32:
+      return 2e-6;
+    default:
+      return 1e-12;
   }
 }
 
@@ -152,7 +163,9 @@ void checkMember(hcoll_dtype_t dtype, const std::vector<std::vector<Tensor>>& al
   }
 }
 
-hcoll::DataType coreType(hcoll_dtype_t t) { return static_cast<hcoll::DataType>(t); }
+hcoll::DataType coreType(hcoll_dtype_t t) {
+  return static_cast<hcoll::DataType>(t);
+}
 
 // The fused buffer the runtime reduces (the members in order) through adasum::reduceAll.
 std::vector<uint8_t> treeResult(hcoll_dtype_t dtype, const std::vector<std::vector<Tensor>>& all) {
@@ -199,7 +212,8 @@ HTEST_CASE("adasum: grouped, every float dtype, per-tensor dot products, bitwise
         outDescs.push_back(inPlace ? ins.back() : outs[m].desc());
       }
       hcoll_request_t req;
-      const std::string name = std::string("adasum.group.") + dtypeName(dtype) + (inPlace ? ".in" : ".out");
+      const std::string name =
+          std::string("adasum.group.") + dtypeName(dtype) + (inPlace ? ".in" : ".out");
       HCOLL_REQUIRE_OK(hcoll_grouped_allreduce(world(), name.c_str(), static_cast<int>(ins.size()),
                                                ins.data(), outDescs.data(), HCOLL_ADASUM, 1, 1,
                                                &req));
@@ -217,7 +231,8 @@ HTEST_CASE("adasum: grouped, every float dtype, per-tensor dot products, bitwise
       }
       if (!inPlace) {  // the input is left as it was
         for (size_t m = 0; m < members().size(); ++m) {
-          HREQUIRE(std::memcmp(mine[m].data(), const_cast<Tensor&>(all[static_cast<size_t>(r)][m]).data(),
+          HREQUIRE(std::memcmp(mine[m].data(),
+                               const_cast<Tensor&>(all[static_cast<size_t>(r)][m]).data(),
                                static_cast<size_t>(mine[m].elements()) * dtypeSize(dtype)) == 0);
         }
       }
@@ -240,8 +255,9 @@ HTEST_CASE("adasum: a single tensor, large enough for the backends' message piec
     Tensor out(dtype, {count});
     auto id = in.desc(), od = out.desc();
     hcoll_request_t req;
-    HCOLL_REQUIRE_OK(hcoll_allreduce(world(), (std::string("adasum.big.") + dtypeName(dtype)).c_str(),
-                                     &id, &od, HCOLL_ADASUM, 1, 1, &req));
+    HCOLL_REQUIRE_OK(hcoll_allreduce(world(),
+                                     (std::string("adasum.big.") + dtypeName(dtype)).c_str(), &id,
+                                     &od, HCOLL_ADASUM, 1, 1, &req));
     HCOLL_REQUIRE_OK(waitAndFree(req));
     checkMember(dtype, all, 0, out, 1.0);
     const std::vector<uint8_t> tree = treeResult(dtype, all);

@@ -171,7 +171,8 @@ TEST_CASE("adasum: a fused buffer keeps dot products per tensor", "[adasum]") {
   const std::vector<size_t> counts = {40, 101, 13};
   for (int n : {2, 3, 4}) {
     std::vector<Vec> inputs(static_cast<size_t>(n));
-    std::vector<std::vector<Vec>> perTensor(counts.size(), std::vector<Vec>(static_cast<size_t>(n)));
+    std::vector<std::vector<Vec>> perTensor(counts.size(),
+                                            std::vector<Vec>(static_cast<size_t>(n)));
     for (int r = 0; r < n; ++r) {
       perTensor[0][r] = input(0, counts[0], 3.0, 0.5);
       perTensor[1][r] = input(r, counts[1], 100.0, 0.0);

@@ -83,8 +83,9 @@ PendingPtr LoopbackChannel::reduceScatter(const void* send, void* recv,
 PendingPtr LoopbackChannel::adasum(void* buf, size_t count, DataType dtype,
                                    const std::vector<size_t>& tensorCounts) {
   if (!adasum::supports(dtype)) {
-    return finished(Status(Code::kInvalidArgument,
-                           std::string("Adasum needs a floating dtype, not ") + dataTypeName(dtype)));
+    return finished(
+        Status(Code::kInvalidArgument,
+               std::string("Adasum needs a floating dtype, not ") + dataTypeName(dtype)));
   }
   return startAdasum(seat(Plane::kData), buf, count, dtype, tensorCounts);
 }

@@ -57,7 +57,15 @@ class AdasumPending final : public p2p::MessagesPending {
   int start() { return steps_.empty() ? MPI_SUCCESS : postStep(steps_[0]); }
 
  private:
-  enum class Kind { kFoldSend, kFoldReceive, kHalve, kSumDots, kGather, kUnfoldSend, kUnfoldReceive };
+  enum class Kind {
+    kFoldSend,
+    kFoldReceive,
+    kHalve,
+    kSumDots,
+    kGather,
+    kUnfoldSend,
+    kUnfoldReceive
+  };
   struct Step {
     Kind kind;
     int level = 0;  // halving level k (pairs rank with rank ^ 2^k)
@@ -146,7 +154,8 @@ class AdasumPending final : public p2p::MessagesPending {
       case Kind::kSumDots: {
         const bool lower = ((rank_ >> step.bit) & 1) == 0;
         for (size_t t = 0; t < tensors_; ++t) {
-          mine()[t] = lower ? adasum::add(mine()[t], theirs()[t]) : adasum::add(theirs()[t], mine()[t]);
+          mine()[t] =
+              lower ? adasum::add(mine()[t], theirs()[t]) : adasum::add(theirs()[t], mine()[t]);
         }
         if (step.bit == step.level) {  // the sums over the whole vector: combine the kept range
           const Range kept = adasum::keptRange(count_, rank_, step.level + 1);
@@ -212,8 +221,9 @@ class AdasumPending final : public p2p::MessagesPending {
 PendingPtr MpiChannel::adasum(void* buf, size_t count, DataType dtype,
                               const std::vector<size_t>& tensorCounts) {
   if (!adasum::supports(dtype)) {
-    return finished(Status(Code::kInvalidArgument,
-                           std::string("Adasum needs a floating dtype, not ") + dataTypeName(dtype)));
+    return finished(
+        Status(Code::kInvalidArgument,
+               std::string("Adasum needs a floating dtype, not ") + dataTypeName(dtype)));
   }
   auto p = std::make_unique<AdasumPending>(data_.get(), rank_, size_, buf, count, dtype,
                                            tensorCounts, reduceScratch_, lanes_);

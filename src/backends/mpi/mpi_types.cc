@@ -94,8 +94,8 @@ Status createCustomTypes() {
     if (int rc = MPI_Type_commit(t); rc != MPI_SUCCESS) return mpiError("MPI_Type_commit", rc);
   }
   // Adasum is no element-wise operator (mpi_adasum.cc): no MPI_Op.
-  MPI_User_function* fns[kNumReduceOps] = {halfSum, halfSum, halfMin, halfMax, halfProduct,
-                                           nullptr};
+  MPI_User_function* fns[kNumReduceOps] = {halfSum, halfSum,     halfMin,
+                                           halfMax, halfProduct, nullptr};
   for (int i = 0; i < kNumReduceOps; ++i) {
     if (fns[i] == nullptr) continue;
     if (int rc = MPI_Op_create(fns[i], /*commute=*/1, &gHalfOps[i]); rc != MPI_SUCCESS) {
@@ -152,7 +152,8 @@ MPI_Op toMpiOp(ReduceOp op, DataType t) {
     case ReduceOp::kMin: return floating ? gFloatMin : MPI_MIN;
     case ReduceOp::kMax: return floating ? gFloatMax : MPI_MAX;
     case ReduceOp::kProduct: return MPI_PROD;
-    case ReduceOp::kAdasum: return MPI_OP_NULL;  // not element-wise (mpi_adasum.cc)
+    case ReduceOp::kAdasum:
+      return MPI_OP_NULL;  // not element-wise (mpi_adasum.cc)
   }
   return MPI_OP_NULL;
 }
