@@ -152,8 +152,7 @@ MPI_Op toMpiOp(ReduceOp op, DataType t) {
     case ReduceOp::kMin: return floating ? gFloatMin : MPI_MIN;
     case ReduceOp::kMax: return floating ? gFloatMax : MPI_MAX;
     case ReduceOp::kProduct: return MPI_PROD;
-    case ReduceOp::kAdasum:
-      return MPI_OP_NULL;  // not element-wise (mpi_adasum.cc)
+    case ReduceOp::kAdasum: return MPI_OP_NULL;  // not element-wise (mpi_adasum.cc)
   }
   return MPI_OP_NULL;
 }
