@@ -153,6 +153,42 @@ def test_torch_ops_every_dtype():
             assert torch.equal(inplace[m], outs[m])  # bitwise the same as the allocating call
 
 
+def horovod_close(dtype, want, got):
+    """Horovod's test_adasum_pytorch.py criterion: relative norm error / 100 < eps."""
+    err = np.linalg.norm(want - got) / np.linalg.norm(want) / 100.0
+    return err < np.finfo(dtype).eps, err
+
+
+def test_horovod_properties():
+    """The properties Horovod's own Adasum tests check (on CPU here): orthogonal vectors add
+    up; parallel vectors average (power-of-two rank counts: the fold of a third rank weighs the
+    ranks unevenly); also at the smallest normal magnitudes and across magnitudes from tiny to
+    sqrt(max) of the dtype."""
+    rng = np.random.default_rng(2)
+    power_of_two = N & (N - 1) == 0
+    for dtype in (np.float32, np.float16):
+        cases = []
+        for n in (N * 20 - 17, N * 2 + 1, N + 2, 4096):
+            q, _ = np.linalg.qr(rng.standard_normal((n, N)))
+            cases.append(("orthogonal", q.astype(dtype).astype(np.float64), 1.0))
+            if power_of_two:
+                q = rng.standard_normal((n, 1)) @ rng.standard_normal((N, 1)).T
+                cases.append(("parallel", q.astype(dtype).astype(np.float64), 1.0 / N))
+        if power_of_two:
+            tiny = rng.normal(0, np.finfo(dtype).tiny, (1024, 1)) @ rng.standard_normal((N, 1)).T
+            cases.append(("tiny", tiny.astype(dtype).astype(np.float64), 1.0 / N))
+            lo, hi = float(np.finfo(dtype).tiny), float(np.sqrt(np.finfo(dtype).max))
+            scales = np.array([hi ** ((i + 1) / N) * lo ** ((N - i - 1) / N) for i in range(N)])
+            rng.shuffle(scales)
+            wide = rng.standard_normal((1024, 1)) @ scales.reshape(1, N)
+            cases.append(("wide", wide.astype(dtype).astype(np.float64), 1.0 / N))
+        for k, (kind, q, factor) in enumerate(cases):
+            t = torch.from_numpy(q[:, R].astype(dtype))
+            hvd.allreduce_(t, op=hvd.Adasum, name=f"hvd.{kind}.{np.dtype(dtype).name}.{k}")
+            ok, err = horovod_close(dtype, q.sum(axis=1) * factor, t.double().numpy())
+            assert ok, f"{kind} {np.dtype(dtype).name} n={q.shape[0]}: off by {err}"
+
+
 def test_torch_rejects_integer_tensors():
     try:
         hvd.allreduce(torch.arange(3), op=hvd.Adasum, name="t.int")
