@@ -11,7 +11,7 @@ hcoll/_native/), next to it, or in the source tree's build*/ directories (see
 _lib.candidate_paths). See docs/python.md.
 """
 
-from ._lib import (AVERAGE, BFLOAT16, BOOL, FLOAT16, FLOAT32, FLOAT64, INT8, INT16, INT32, INT64,
+from ._lib import (ADASUM, AVERAGE, BFLOAT16, BOOL, FLOAT16, FLOAT32, FLOAT64, INT8, INT16, INT32, INT64,
                    MAX, MIN, PRODUCT, SUM, UINT8, UINT16, UNDEFINED)
 from ._lib import (ERR_BACKEND, ERR_DUPLICATE_NAME, ERR_INTERNAL, ERR_INVALID_ARGUMENT,
                    ERR_INVALID_HANDLE, ERR_MISMATCH, ERR_NO_MEMORY, ERR_NOT_INITIALIZED,
