@@ -86,6 +86,8 @@ void combineNumbers(ReduceOp op, const void* in, void* inout, size_t count) {
       return combine<T, Min>(in, inout, count);
     case ReduceOp::kMax:
       return combine<T, Max>(in, inout, count);
+    case ReduceOp::kAdasum:  // not element-wise (common/adasum.h): never dispatched here
+      return;
   }
 }
 
@@ -132,6 +134,8 @@ void combineHalf(ReduceOp op, const void* in, void* inout, size_t count) {
       return;
     case ReduceOp::kMax:
       for (size_t i = 0; i < count; ++i) b[i] = halfMinMax<Format, false>(b[i], a[i]);
+      return;
+    case ReduceOp::kAdasum:  // not element-wise (common/adasum.h): never dispatched here
       return;
   }
 }

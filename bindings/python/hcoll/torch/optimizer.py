@@ -377,6 +377,13 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     from its hook. Gradients accumulate locally over backward_passes_per_step backward passes
     (summed, as in Horovod) before they are averaged. The returned object is an instance of a
     subclass of optimizer's class, built on its param_groups."""
+    adasum_comm = process_set if process_set is not None else comm
+    if op == ops.Adasum and _core.comm_size(adasum_comm) > 1:  # Horovod's delta optimizer
+        if gradient_predivide_factor != 1.0:
+            raise ValueError("gradient_predivide_factor needs op=Average")
+        from .adasum_optimizer import adasum_optimizer
+        return adasum_optimizer(optimizer, named_parameters, compression,
+                                backward_passes_per_step, adasum_comm)
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
