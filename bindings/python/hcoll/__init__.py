@@ -16,15 +16,17 @@ from ._lib import (ERR_BACKEND, ERR_DUPLICATE_NAME, ERR_INTERNAL, ERR_INVALID_AR
                    ERR_INVALID_HANDLE, ERR_MISMATCH, ERR_NO_MEMORY, ERR_NOT_INITIALIZED,
                    ERR_NOT_MEMBER, ERR_SHUT_DOWN, ERR_TIMEOUT, ERR_UNSUPPORTED, IN_PROGRESS,
                    SUCCESS)
-from ._api import (Comm, HcollError, Request, abort, abort_on_exception, initialize,
-                   is_initialized, last_error, mpi_version, nccl_built, shutdown, status_string,
-                   version, version_string, world)
+from ._api import (Comm, HcollArgumentError, HcollError, Request, abort, abort_on_exception,
+                   initialize, is_initialized, last_error, mpi_version, nccl_built, nccl_version,
+                   shutdown, start_timeline, status_string, stop_timeline, version,
+                   version_string, world)
 
 library_path = _lib.lib.hcoll_path
 
 __all__ = [
-    "Comm", "HcollError", "Request", "abort", "abort_on_exception", "initialize",
-    "is_initialized", "last_error", "mpi_version", "nccl_built",
+    "Comm", "HcollArgumentError", "HcollError", "Request", "abort", "abort_on_exception",
+    "initialize", "is_initialized", "last_error", "mpi_version", "nccl_built", "nccl_version",
+    "start_timeline", "stop_timeline",
     "shutdown", "status_string", "version", "version_string", "world", "library_path",
     "allreduce", "grouped_allreduce", "allgather", "grouped_allgather", "broadcast",
     "grouped_broadcast", "alltoall", "reducescatter", "grouped_reducescatter", "barrier", "join",

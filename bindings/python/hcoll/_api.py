@@ -13,13 +13,28 @@ lib = _lib.lib
 
 class HcollError(RuntimeError):
     """A failed hcoll call. `status` is the hcoll_status_t value (negative), `status_name` its
-    name ("ERR_MISMATCH", ...), `message` the library's detailed message."""
+    name ("ERR_MISMATCH", ...), `message` the library's detailed message.
+
+    A call refused for its arguments (ERR_INVALID_ARGUMENT, ERR_DUPLICATE_NAME) raises
+    HcollArgumentError, which is also a ValueError: what Horovod raises for the same mistakes."""
+
+    def __new__(cls, status=None, message="", *args):
+        if cls is HcollError and status in _ARGUMENT_STATUSES:
+            cls = HcollArgumentError
+        return super().__new__(cls, status, message, *args)
 
     def __init__(self, status, message):
         self.status = status
         self.status_name = _lib.STATUS_NAMES.get(status, str(status))
         self.message = message
         super().__init__(f"{self.status_name} ({status}): {message}")
+
+
+class HcollArgumentError(HcollError, ValueError):
+    """An HcollError for a call refused for its arguments (bad value, duplicate name)."""
+
+
+_ARGUMENT_STATUSES = (_lib.ERR_INVALID_ARGUMENT, _lib.ERR_DUPLICATE_NAME)
 
 
 def _check(status, message=None):
@@ -169,6 +184,22 @@ def last_error():
 
 def nccl_built():
     return bool(lib.hcoll_nccl_built())
+
+
+def nccl_version():
+    """NCCL's version code this library was built against (e.g. 22809 for 2.28.9), else 0."""
+    return int(lib.hcoll_nccl_version())
+
+
+def start_timeline(path):
+    """Starts writing this process's timeline to `path` (HCOLL_TIMELINE's file names); a timeline
+    being written is finished first. Local to this process."""
+    _check(lib.hcoll_start_timeline(os.fsencode(path)))
+
+
+def stop_timeline():
+    """Finishes and closes the timeline file (nothing happens if none is being written)."""
+    _check(lib.hcoll_stop_timeline())
 
 
 # ------------------------------------------------------------------------------------------------

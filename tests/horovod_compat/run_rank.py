@@ -1,0 +1,33 @@
+"""One rank of a Horovod test run: pytest on Horovod's test file with `horovod` resolved to the
+shim package (horovod.torch = hcoll.torch). Launched by compat.py under mpiexec.
+
+    run_rank.py OUT_DIR TEST_FILE [TEST_NAME ...]
+
+Writes OUT_DIR/rank<R>.xml (JUnit) and exits with pytest's status.
+"""
+
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..", "..")
+
+
+def main():
+    out_dir, test_file, names = sys.argv[1], sys.argv[2], sys.argv[3:]
+    rank = os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
+    sys.path[:0] = [os.path.join(HERE, "shim"), os.path.join(ROOT, "bindings", "python")]
+    import pytest
+
+    selection = [f"{test_file}::TorchTests::{n}" for n in names] or [test_file]
+    args = ["-q", "-p", "no:cacheprovider", "-rs", f"--junitxml={out_dir}/rank{rank}.xml",
+            "-o", "junit_family=xunit1", "--rootdir", os.path.dirname(test_file)] + selection
+    sys.stdout.flush()
+    code = pytest.main(args)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    sys.exit(int(code))
+
+
+if __name__ == "__main__":
+    main()
