@@ -20,7 +20,7 @@ def main():
     import pytest
 
     selection = [f"{test_file}::TorchTests::{n}" for n in names] or [test_file]
-    args = ["-q", "-p", "no:cacheprovider", "-rs", f"--junitxml={out_dir}/rank{rank}.xml",
+    args = ["-v", "-p", "no:cacheprovider", "-rs", f"--junitxml={out_dir}/rank{rank}.xml",
             "-o", "junit_family=xunit1", "--rootdir", os.path.dirname(test_file)] + selection
     sys.stdout.flush()
     code = pytest.main(args)

@@ -133,13 +133,17 @@ def abort_on_exception():
     return previous
 
 
-def initialize(mpi_comm=None, backend=None, local_ranks=0):
+def initialize(mpi_comm=None, backend=None, local_ranks=0, allocator=None):
     """Initializes hcoll (collective). `mpi_comm`: the world as an mpi4py communicator or a
     Fortran handle; None = MPI_COMM_WORLD. Initializes MPI unless it (or mpi4py) already did.
     Raises HcollError(ERR_UNSUPPORTED) before touching MPI if the process has loaded a different
     MPI than the one this hcoll was built against.
     `backend`: "mpi" or "loopback" (None: HCOLL_BACKEND, else "mpi"); `local_ranks`: how many
-    ranks this process hosts (loopback: one thread per rank, each using `world(rank)`)."""
+    ranks this process hosts (loopback: one thread per rank, each using `world(rank)`).
+    `allocator`: an object with `c_alloc`/`c_free` (ctypes alloc_fn/free_fn), `live` (the
+    buffers it handed out and nobody took) and `release(req)`; the runtime allocates every
+    output through it (hcoll.torch passes one so its outputs are torch tensors)."""
+    global _allocator
     _check_single_mpi()
     params = _lib.InitParams()
     if mpi_comm is not None:
@@ -149,7 +153,11 @@ def initialize(mpi_comm=None, backend=None, local_ranks=0):
         params.mask |= _lib.INIT_FIELD_BACKEND
         params.backend = backend.encode() if backend is not None else None
         params.local_ranks = int(local_ranks)
+    if allocator is not None:
+        params.mask |= _lib.INIT_FIELD_ALLOCATOR
+        params.alloc, params.free = allocator.c_alloc, allocator.c_free
     _check(lib.hcoll_initialize(ctypes.byref(params)))
+    _allocator = allocator
 
 
 def shutdown():
@@ -210,6 +218,18 @@ def stop_timeline():
 # because the runtime still reads and writes those arrays. Reaped on every submission/shutdown.
 _orphans = []
 
+# The output allocator given to initialize() (hcoll.torch's), or None.
+_allocator = None
+
+
+def _free_request(handle):
+    """hcoll_request_free, first dropping the request's outputs that a Python allocator made and
+    nobody took (with a user allocator the runtime never frees outputs it handed out)."""
+    a = _allocator
+    if a is not None and a.live:
+        a.release(handle)
+    lib.hcoll_request_free(handle)
+
 
 def _reap_orphans():
     still = []
@@ -217,7 +237,7 @@ def _reap_orphans():
         if lib.hcoll_test(handle) == _lib.IN_PROGRESS:
             still.append((handle, keep))
         else:
-            lib.hcoll_request_free(handle)
+            _free_request(handle)
     _orphans[:] = still
 
 
@@ -235,7 +255,7 @@ class _Handle:
             if lib.hcoll_test(self.value) == _lib.IN_PROGRESS:
                 _orphans.append((self.value, self.keep))
             else:
-                lib.hcoll_request_free(self.value)
+                _free_request(self.value)
         except Exception:  # interpreter teardown: the library may already be gone
             pass
 

@@ -18,6 +18,9 @@ import torch
 
 from .. import _api
 from .. import _lib
+from ._outputs import TorchOutputs
+
+_OUTPUTS = TorchOutputs()  # the runtime's output allocator when init() initializes hcoll
 
 lib = _lib.lib
 HcollError = _api.HcollError
@@ -214,13 +217,14 @@ def init(comm=None):
     if isinstance(comm, (list, tuple)) and comm and all(hasattr(c, "py2f") for c in comm):
         extra, comm = list(comm), None
     if not _api.is_initialized():
+        # hcoll.torch initializes hcoll: the runtime allocates its outputs as torch tensors
         if comm is not None and hasattr(comm, "py2f"):
-            _api.initialize(comm)
+            _api.initialize(comm, allocator=_OUTPUTS)
         elif extra:
             from mpi4py import MPI  # a list of mpi4py communicators: mpi4py is loaded already
-            _api.initialize(MPI.COMM_WORLD)
+            _api.initialize(MPI.COMM_WORLD, allocator=_OUTPUTS)
         else:
-            _api.initialize()
+            _api.initialize(allocator=_OUTPUTS)
         _State.owns_runtime = True
     world = _api.world()
     if isinstance(comm, (list, tuple)):
@@ -321,7 +325,7 @@ class Handle:
             if lib.hcoll_test(req) == _lib.IN_PROGRESS:
                 _api._orphans.append((req, self.keep))
             else:
-                lib.hcoll_request_free(req)
+                _api._free_request(req)
         except Exception:  # interpreter teardown: the library may be gone already
             pass
 
@@ -354,7 +358,7 @@ def synchronize(handle):
     finally:
         handle.req = None
         handle.keep = None
-        lib.hcoll_request_free(req)
+        _api._free_request(req)
 
 
 def poll(handle):
@@ -399,10 +403,17 @@ def _copy_from_device(dst, src_ptr, nbytes):
 
 
 def _take_output(req, i, device):
+    """Output i as a torch tensor: the tensor the runtime wrote into when hcoll.torch's
+    allocator made it (no copy), else a copy of runtime-owned memory."""
     t = _lib.Tensor()
     _check(lib.hcoll_request_output(req, i, ctypes.byref(t)))
-    shape = tuple(t.shape[k] for k in range(t.ndim))
     dtype = _TO_TORCH[t.dtype]
+    outputs = _api._allocator
+    if outputs is _OUTPUTS:
+        out = outputs.adopt(t, dtype)
+        if out is not None:
+            return out
+    shape = tuple(t.shape[k] for k in range(t.ndim))
     out = torch.empty(shape, dtype=dtype, device=device)
     nbytes = out.numel() * _ELEMENT_SIZE[dtype]
     if nbytes:
@@ -505,6 +516,6 @@ def run(fn, comm_handle, args, keep):
         done = True
     finally:
         if done or lib.hcoll_test(r) != _lib.IN_PROGRESS:
-            lib.hcoll_request_free(r)
+            _api._free_request(r)
         else:
             _api._orphans.append((r, (args, keep)))
