@@ -13,6 +13,19 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
 
 
+class _ReportFailuresAtOnce:
+    """Prints a failure's traceback when it happens, not at the end of the session: a job whose
+    other ranks then stall (a test that failed on one rank before a collective) still shows why."""
+
+    def __init__(self, rank):
+        self.rank = rank
+
+    def pytest_runtest_logreport(self, report):
+        if report.failed:
+            print(f"\n[rank {self.rank}] FAILED {report.nodeid} ({report.when}):\n"
+                  f"{report.longreprtext}", flush=True)
+
+
 def main():
     out_dir, test_file, names = sys.argv[1], sys.argv[2], sys.argv[3:]
     rank = os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
@@ -23,7 +36,7 @@ def main():
     args = ["-v", "-p", "no:cacheprovider", "-rs", f"--junitxml={out_dir}/rank{rank}.xml",
             "-o", "junit_family=xunit1", "--rootdir", os.path.dirname(test_file)] + selection
     sys.stdout.flush()
-    code = pytest.main(args)
+    code = pytest.main(args, plugins=[_ReportFailuresAtOnce(rank)])
     sys.stdout.flush()
     sys.stderr.flush()
     sys.exit(int(code))

@@ -25,6 +25,10 @@ def setup():
     return hvd.global_process_set().comm
 
 
+def tri(n):
+    return n * (n + 1) // 2
+
+
 def expect(exc, fn, *args, **kwargs):
     try:
         fn(*args, **kwargs)
@@ -73,8 +77,13 @@ def test_float32_scaling_is_horovods_formula():
         total = x.clone()
         for _ in range(N - 1):
             total += x
-        want = torch.tensor(factor / N, dtype=torch.float32) * total  # postscale / size
+        # Horovod: postscale in float, then the division by the size in torch
+        want = (torch.tensor(factor, dtype=torch.float32) * total) / N
         assert torch.equal(got, want), (got - want).abs().max()
+        assert torch.equal(hvd.allreduce(x, name="avg"), total / N)
+        ints = torch.arange(-7, 8, dtype=torch.int64) * (R + 1)
+        assert torch.equal(hvd.allreduce(ints, name="avg.int"),
+                           (torch.arange(-7, 8) * tri(N)).div(N, rounding_mode="trunc"))
 
 
 def test_gradients_follow_horovod():

@@ -34,6 +34,23 @@ def _op(average, op, default=Average):
     return default
 
 
+def _averaged_in_torch(op, tensors):
+    """Horovod averages in torch: a Sum in the runtime, then the output divided by the size in
+    its own dtype (truncating for integers). Done the same way here, results are bit-identical
+    to Horovod's (x / 3 and x * (1/3) differ in the last bit). bool keeps the runtime's Average,
+    which refuses it."""
+    return op == Average and all(t.dtype != torch.bool for t in tensors)
+
+
+def _divide(tensors, size):
+    for t in tensors:
+        if t.is_floating_point():
+            t.div_(size)
+        else:
+            t.div_(size, rounding_mode="trunc")
+    return tensors
+
+
 def _name(name):
     return None if name is None else name.encode()
 
@@ -67,16 +84,27 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
     if op is None or average is not None:
         op = _op(average, op)
     h = resolve(process_set)
+    divide = None
+    if _averaged_in_torch(op, (tensor,)):
+        op, size = Sum, _core.comm_size(process_set)
+        divide = size if size > 1 else None
     if tensor.is_contiguous():
         d = describe_cached(tensor)
         return submit(lib.hcoll_allreduce, h,
                       (None if name is None else name.encode(), d, d, op, prescale_factor,
-                       postscale_factor), tensor, None, tensor)
+                       postscale_factor), tensor,
+                      None if divide is None else (lambda req: _divide((tensor,), divide)[0]),
+                      tensor)
     work = tensor.contiguous()
     d = describe(work)
+
+    def finish(req):
+        if divide is not None:
+            _divide((work,), divide)
+        return tensor.copy_(work)
     return submit(lib.hcoll_allreduce, h,
                   (_name(name), _byref(d), _byref(d), op, prescale_factor, postscale_factor),
-                  (work, d), lambda req: tensor.copy_(work))
+                  (work, d), finish)
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -87,10 +115,14 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
     src = tensor if tensor.is_contiguous() else tensor.contiguous()
     out = torch.empty_like(src)
     din, dout = describe(src), describe(out)
+    finish = (lambda req: out)
+    if _averaged_in_torch(op, (src,)):
+        op, size = Sum, _core.comm_size(process_set)
+        finish = (lambda req: _divide((out,), size)[0])
     return submit(lib.hcoll_allreduce, h,
                   (_name(name), _byref(din), _byref(dout), op, prescale_factor,
                    postscale_factor),
-                  (src, out, din, dout), lambda req: out)
+                  (src, out, din, dout), finish)
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -124,8 +156,13 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
     tensors = list(tensors)
     work = _contiguous(tensors)
     din = describe_all(work)
+    size = None
+    if _averaged_in_torch(op, work):
+        op, size = Sum, _core.comm_size(process_set)
 
     def finish(req):
+        if size is not None:
+            _divide(work, size)
         _copy_back(tensors, work)
         return tensors
     return submit(lib.hcoll_grouped_allreduce, resolve(process_set),
@@ -139,9 +176,13 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
     srcs = _contiguous(list(tensors))
     outs = [torch.empty_like(t) for t in srcs]
     din, dout = describe_all(srcs), describe_all(outs)
+    finish = (lambda req: outs)
+    if _averaged_in_torch(op, srcs):
+        op, size = Sum, _core.comm_size(process_set)
+        finish = (lambda req: _divide(outs, size))
     return submit(lib.hcoll_grouped_allreduce, resolve(process_set),
                   (_name(name), len(srcs), din, dout, op, prescale_factor, postscale_factor),
-                  (srcs, outs, din, dout), lambda req: outs)
+                  (srcs, outs, din, dout), finish)
 
 
 def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
