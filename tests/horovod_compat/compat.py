@@ -24,6 +24,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SKIP = 77
 TEST_FILE = os.path.join("test", "parallel", "test_torch.py")
 
+# Tests that cannot pass at 3 or more ranks on ANY implementation, Horovod's included (its CI runs
+# this file at 2 ranks): with float16 inputs they compare the reduction, a float16 tensor, exactly
+# (tolerance 0 up to 3 ranks) with size * x computed in float32, which float16 cannot hold for
+# size 3 (x + x + x rounds). They fail on the ranks whose rows round, so the ranks leave the test
+# at different points; in whole-file mode they are therefore left out at these sizes (listed as
+# "deselected"); --mode each and --tests still run them.
+FLOAT16_AT_3_RANKS = ("test_horovod_allreduce_prescale", "test_horovod_reducescatter_prescale",
+                      "test_horovod_grouped_reducescatter_prescale")
+
 
 def test_names(path):
     """The test methods of TorchTests in file order (without importing the file)."""
@@ -59,6 +68,10 @@ def launch(args, out_dir, names):
         args.python, os.path.join(HERE, "run_rank.py"), out_dir,
         os.path.join(args.source, TEST_FILE)] + names
     env = dict(os.environ, HOROVOD_SOURCE=args.source)
+    if args.deselect:
+        env["HCOLL_COMPAT_DESELECT"] = ",".join(args.deselect)
+    env.setdefault("HCOLL_STALL_SHUTDOWN_TIME_SECONDS", f"{args.stall_timeout:g}")
+    env.setdefault("HCOLL_STALL_CHECK_TIME_SECONDS", f"{min(args.stall_timeout, 30) or 60:g}")
     log = open(os.path.join(out_dir, "log.txt"), "ab")
     try:
         return subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
@@ -79,6 +92,10 @@ def main():
     p.add_argument("--mpiexec-flags", default=os.environ.get("HCOLL_MPIEXEC_FLAGS", ""))
     p.add_argument("--python", default=sys.executable)
     p.add_argument("--keep", help="write logs and JUnit files here (default: a temp dir)")
+    p.add_argument("--stall-timeout", type=float, default=60,
+                   help="HCOLL_STALL_SHUTDOWN_TIME_SECONDS for the job (default 60; 0 = never): "
+                        "a test that fails on some ranks only leaves the others' operations "
+                        "unmatched; they then fail after this long instead of hanging the job")
     args = p.parse_args()
 
     test_file = os.path.join(args.source, TEST_FILE)
@@ -88,6 +105,9 @@ def main():
     if args.timeout is None:
         args.timeout = 1800 if args.mode == "file" else 180
     names = args.tests or test_names(test_file)
+    args.deselect = []
+    if args.mode == "file" and not args.tests and args.np >= 3:
+        args.deselect = [n for n in FLOAT16_AT_3_RANKS if n in names]
     out_root = args.keep or tempfile.mkdtemp(prefix="hcoll-horovod-")
     os.makedirs(out_root, exist_ok=True)
 
@@ -111,6 +131,10 @@ def main():
 
     counts = {}
     for name in names:
+        if name in args.deselect:
+            counts["deselected"] = counts.get("deselected", 0) + 1
+            print(f"  deselected {name}  [float16 at {args.np} ranks: see FLOAT16_AT_3_RANKS]")
+            continue
         outcomes = [results.get(r, {}).get(name, ("missing", ""))
                     for r in range(args.np)]
         kinds = {o for o, _ in outcomes}
@@ -125,7 +149,7 @@ def main():
     for line in problems:
         print("  PROBLEM", line)
     summary = " ".join(f"{k}={counts.get(k, 0)}" for k in ("passed", "failed", "skipped",
-                                                            "mixed"))
+                                                            "mixed", "deselected"))
     print(f"horovod_compat np={args.np} mode={args.mode}: {summary} of {len(names)} "
           f"(logs: {out_root})")
     bad = counts.get("failed", 0) + counts.get("mixed", 0) + len(problems)
