@@ -8,8 +8,9 @@ tensor: the runtime writes straight into it and nothing is copied afterwards.
 The allocator is called from hcoll's threads (ctypes takes the GIL for the call); the runtime
 never calls it while this process's Python code waits for it with the GIL held, since every C
 call releases the GIL. Buffers nobody adopted (a request freed without reading its outputs) are
-dropped when the request is freed (hcoll._api._free_request), or by the runtime's `free` for
-outputs it could not hand out.
+dropped when the request is freed through the Python layer (hcoll._api._free_request), or by
+the runtime's `free` for outputs it could not hand out. (Code that calls the raw C functions
+through ctypes in the same process must free its requests with _free_request too.)
 """
 
 import ctypes
