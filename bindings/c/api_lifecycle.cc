@@ -124,7 +124,8 @@ HCOLL_API int hcoll_nccl_version(void) {
 
 HCOLL_API hcoll_status_t hcoll_start_timeline(const char* path) {
   return guarded("hcoll_start_timeline", [&] {
-    if (path == nullptr) return fail(HCOLL_ERR_INVALID_ARGUMENT, "hcoll_start_timeline: path is NULL");
+    if (path == nullptr)
+      return fail(HCOLL_ERR_INVALID_ARGUMENT, "hcoll_start_timeline: path is NULL");
     hcoll::Status s = hcoll::runtime::Runtime::startTimeline(path);
     return s.isOk() ? HCOLL_SUCCESS
                     : toC(hcoll::Status(s.code(), "hcoll_start_timeline: " + s.message()));

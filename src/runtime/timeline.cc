@@ -101,7 +101,9 @@ void Timeline::stop() {
   closeFile();
 }
 
-Timeline::~Timeline() { stop(); }
+Timeline::~Timeline() {
+  stop();
+}
 
 void Timeline::closeFile() {
   active_.store(false, std::memory_order_relaxed);
