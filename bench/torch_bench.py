@@ -14,8 +14,12 @@
                      (hcoll_allgather_into, hcoll_allreduce; + wait + free),
                      alternating call by call, 512 KiB to 4 MiB per rank (target <= 1.3x; 64 MiB
                      too, reported only, unless --quick)
+  (vi)  ddp_cnn_syncbn, ddp_mlp500: the models of (i) and (ii) under DistributedDataParallel on
+                     hcoll's torch.distributed backend (a new_group(backend="hcoll"), the
+                     hand-written SyncBN on it too) vs the same on gloo: DDP(hcoll) vs DDP(gloo)
 
-Prints medians and ratios (targets: (i) <= 0.4, (ii) <= 0.9, (iii) <= 0.1, (iv) <= 8 us) with
+Prints medians and ratios (targets: (i) <= 0.4, (ii) <= 0.9, (iii) <= 0.1, (iv) <= 8 us,
+(v) <= 1.3x, (vi) <= 0.8 for the CNN and <= 0.9 for the MLP) with
 MET/MISS, the 10th-percentile ratio, and each scenario's floor, timed in the same rounds: for (i)
 and (ii) the same model and data trained with no communication at all (its own block), for (iii)
 the bare ctypes calls (grouped allgather_into + wait, prebuilt descriptors; alternating call by
@@ -49,7 +53,8 @@ from hcoll import _lib  # noqa: E402
 from hcoll.torch import _core  # noqa: E402
 from hcoll.torch import sync_batch_norm  # noqa: E402
 
-TARGETS = {"cnn_syncbn": 0.4, "mlp500": 0.9, "syncbn_exch": 0.1}
+TARGETS = {"cnn_syncbn": 0.4, "mlp500": 0.9, "syncbn_exch": 0.1, "ddp_cnn_syncbn": 0.8,
+           "ddp_mlp500": 0.9}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -58,20 +63,20 @@ TARGETS = {"cnn_syncbn": 0.4, "mlp500": 0.9, "syncbn_exch": 0.1}
 
 class _GlooSyncBNFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, weight, bias, eps):
+    def forward(ctx, x, weight, bias, eps, group):
         c = x.shape[1]
         dims = [0] + list(range(2, x.dim()))
         shape = [1, c] + [1] * (x.dim() - 2)
         count = torch.tensor([x.numel() // c], dtype=x.dtype)
         mean = x.mean(dims)
         meansq = (x * x).mean(dims)
-        n = dist.get_world_size()
+        n = dist.get_world_size(group)
         counts = [torch.empty_like(count) for _ in range(n)]
         means = [torch.empty_like(mean) for _ in range(n)]
         meansqs = [torch.empty_like(meansq) for _ in range(n)]
-        dist.all_gather(counts, count)
-        dist.all_gather(means, mean)
-        dist.all_gather(meansqs, meansq)
+        dist.all_gather(counts, count, group=group)
+        dist.all_gather(means, mean, group=group)
+        dist.all_gather(meansqs, meansq, group=group)
         counts = torch.cat(counts)
         total = counts.sum()
         g_mean = (counts[:, None] * torch.stack(means)).sum(0) / total
@@ -79,7 +84,7 @@ class _GlooSyncBNFn(torch.autograd.Function):
         invstd = torch.rsqrt(g_var + eps)
         xhat = (x - g_mean.view(shape)) * invstd.view(shape)
         ctx.save_for_backward(xhat, weight, invstd)
-        ctx.total = total
+        ctx.total, ctx.group = total, group
         return xhat * weight.view(shape) + bias.view(shape)
 
     @staticmethod
@@ -90,16 +95,24 @@ class _GlooSyncBNFn(torch.autograd.Function):
         shape = [1, c] + [1] * (dy.dim() - 2)
         local = torch.cat([dy.sum(dims), (dy * xhat).sum(dims)])
         summed = local.clone()
-        dist.all_reduce(summed)
+        dist.all_reduce(summed, group=ctx.group)
         s_dy, s_dy_xhat = summed[:c], summed[c:]
         dx = (weight * invstd).view(shape) * (dy - (s_dy / ctx.total).view(shape)
                                               - xhat * (s_dy_xhat / ctx.total).view(shape))
-        return dx, local[c:], local[:c], None
+        return dx, local[c:], local[:c], None, None
 
 
 class GlooSyncBN(nn.BatchNorm2d):
+    """The hand-written SyncBN over `group` (None: the default group, gloo; the DDP(hcoll)
+    scenarios pass their hcoll group)."""
+    group = None
+
     def forward(self, x):  # training statistics only: the bench never evaluates
-        return _GlooSyncBNFn.apply(x, self.weight, self.bias, self.eps)
+        return _GlooSyncBNFn.apply(x, self.weight, self.bias, self.eps, self.group)
+
+
+def syncbn_on(group):
+    return type("SyncBNOnGroup", (GlooSyncBN,), {"group": group})
 
 
 def cnn(bn):
@@ -178,6 +191,28 @@ def build(args):
                               lambda: train_step(p_g, q_g, xm, ym, mse), "gloo DDP",
                               lambda: train_step(p_l, q_l, xm, ym, mse),
                               "no communication (plain SGD)"))
+
+    # DDP on hcoll's torch.distributed backend: the same models and data as the gloo DDP above.
+    try:
+        import hcoll.torch.distributed  # noqa: F401  registers backend "hcoll"
+    except ImportError as e:
+        if hvd.rank() == 0:
+            print(f"# DDP(hcoll) scenarios skipped: {e}")
+    else:
+        hg = dist.new_group(backend="hcoll")
+        m_d = nn.parallel.DistributedDataParallel(cnn(syncbn_on(hg)), process_group=hg,
+                                                  broadcast_buffers=False)
+        o_d = torch.optim.SGD(m_d.parameters(), lr=0.01)
+        scenarios.append(Scenario("ddp_cnn_syncbn", lambda: train_step(m_d, o_d, x, y, ce),
+                                  lambda: train_step(m_g, o_g, x, y, ce), "gloo DDP + gloo SyncBN",
+                                  lambda: train_step(m_l, o_l, x, y, ce),
+                                  "no communication (BatchNorm2d, plain SGD)"))
+        p_d = nn.parallel.DistributedDataParallel(mlp500(), process_group=hg)
+        q_d = torch.optim.SGD(p_d.parameters(), lr=0.01)
+        scenarios.append(Scenario("ddp_mlp500", lambda: train_step(p_d, q_d, xm, ym, mse),
+                                  lambda: train_step(p_g, q_g, xm, ym, mse), "gloo DDP",
+                                  lambda: train_step(p_l, q_l, xm, ym, mse),
+                                  "no communication (plain SGD)"))
 
     c = 64
     count, mean, var = torch.ones(1), torch.randn(1, c), torch.rand(1, c)

@@ -8,6 +8,7 @@
 #include "bindings/c/errors.h"
 #include "bindings/c/state.h"
 #include "bindings/c/tensor_checks.h"
+#include "common/adasum.h"
 #include "hcoll/hcoll.h"
 
 namespace hcoll::bindings {
@@ -139,6 +140,9 @@ class Submission {
   hcoll_status_t setReduction(int op, double prescale, double postscale) {
     if (hcoll_status_t s = checkReduceOp(function_, op, prescale, postscale); s != HCOLL_SUCCESS)
       return s;
+    if (op == HCOLL_ADASUM) {
+      if (hcoll_status_t s = checkAdasum(); s != HCOLL_SUCCESS) return s;
+    }
     for (size_t i = 0; i < op_->inputs.size(); ++i) {
       const bool many = op_->inputs.size() > 1;
       CheckContext ctx{function_, many ? "ins" : "in", many ? static_cast<int>(i) : -1};
@@ -157,6 +161,33 @@ class Submission {
     op_->spec.op = static_cast<ReduceOp>(op);
     op_->spec.prescale = prescale;
     op_->spec.postscale = postscale;
+    return HCOLL_SUCCESS;
+  }
+
+  // Adasum (common/adasum.h): an allreduce of floating host tensors.
+  hcoll_status_t checkAdasum() {
+    if (op_->spec.kind != OpKind::kAllreduce) {
+      return fail(HCOLL_ERR_INVALID_ARGUMENT,
+                  std::string(function_) + ": HCOLL_ADASUM is an allreduce operator only");
+    }
+    for (size_t i = 0; i < op_->inputs.size(); ++i) {
+      const bool many = op_->inputs.size() > 1;
+      CheckContext ctx{function_, many ? "ins" : "in", many ? static_cast<int>(i) : -1};
+      const TensorDesc& in = op_->inputs[i];
+      if (in.device != kHostDevice) {
+        return fail(HCOLL_ERR_UNSUPPORTED, std::string(function_) + ": " + ctx.where() +
+                                               ": HCOLL_ADASUM runs on host memory only, not on "
+                                               "CUDA device " +
+                                               std::to_string(in.device));
+      }
+      if (!adasum::supports(in.dtype)) {
+        return fail(HCOLL_ERR_INVALID_ARGUMENT,
+                    std::string(function_) + ": " + ctx.where() +
+                        ": HCOLL_ADASUM needs a floating dtype (float16, bfloat16, float32 or "
+                        "float64), not " +
+                        dataTypeName(in.dtype));
+      }
+    }
     return HCOLL_SUCCESS;
   }
 

@@ -70,13 +70,22 @@ typedef enum {
   HCOLL_BOOL = 10
 } hcoll_dtype_t;
 
-/* Reduction operators. AVERAGE is SUM followed by a multiplication with 1/N. */
+/* Reduction operators. AVERAGE is SUM followed by a multiplication with 1/N.
+ * ADASUM is Horovod's adaptive summation (Maleki et al., MLSys 2021): the pairwise
+ * adasum(a, b) = (1 - a.b / (2|a|^2)) a + (1 - a.b / (2|b|^2)) b applied over a fixed tree of the
+ * ranks (docs/api.md), per tensor also in a grouped call (dot products never span tensors).
+ * Allreduce only (reducescatter: HCOLL_ERR_INVALID_ARGUMENT), host memory only (a CUDA tensor:
+ * HCOLL_ERR_UNSUPPORTED), float16/bfloat16/float32/float64 only (any other dtype:
+ * HCOLL_ERR_INVALID_ARGUMENT). prescale multiplies each input before the reduction and postscale
+ * the result, as for SUM. A zero vector is the identity (adasum(a, 0) = a), so a joined rank's
+ * zeros leave the result of the others unchanged. Every rank gets bitwise the same result. */
 typedef enum {
   HCOLL_SUM = 0,
   HCOLL_AVERAGE = 1,
   HCOLL_MIN = 2,
   HCOLL_MAX = 3,
-  HCOLL_PRODUCT = 4
+  HCOLL_PRODUCT = 4,
+  HCOLL_ADASUM = 5
 } hcoll_reduce_op_t;
 
 #define HCOLL_DEVICE_HOST (-1)
@@ -338,7 +347,10 @@ HCOLL_API hcoll_status_t hcoll_comm_stats(hcoll_comm_t comm, hcoll_comm_stats_t*
  * postscale); CUDA tensors (NCCL) are rounded to 16 bits at each reduction step. For bool,
  * SUM/MAX are OR and MIN/PRODUCT are AND; scaling or AVERAGE of bool is INVALID_ARGUMENT.
  * Every rank gets the same result: floating-point MIN/MAX of host tensors are NaN if any input
- * is NaN and order -0 below +0, whatever order the ranks' values are combined in. */
+ * is NaN and order -0 below +0, whatever order the ranks' values are combined in.
+ * HCOLL_ADASUM (see hcoll_reduce_op_t): floating host tensors only, each tensor of a grouped
+ * call reduced on its own; errors at submission: INVALID_ARGUMENT (other dtype), UNSUPPORTED
+ * (CUDA tensor). */
 HCOLL_API hcoll_status_t hcoll_allreduce(hcoll_comm_t comm, const char* name,
                                          const hcoll_tensor_t* in, const hcoll_tensor_t* out,
                                          hcoll_reduce_op_t op, double prescale, double postscale,

@@ -60,7 +60,8 @@ Status Executor::allreduceBatch(const Plane& plane, const std::vector<Item>& ite
   if (direct) {  // reduce into the caller's output: no fusion copy
     const Item& it = items[0];
     buffer = static_cast<uint8_t*>(it.op->outputs[it.member].data);
-    if (spec.prescale == 1.0 && it.input().data != buffer) {
+    // (Adasum reduces in place only.)
+    if (spec.prescale == 1.0 && it.input().data != buffer && spec.op != ReduceOp::kAdasum) {
       send = it.input().data;  // out of place: the backend reads the input (no copy pass)
     } else {
       HCOLL_RETURN_IF_ERROR(
@@ -82,9 +83,16 @@ Status Executor::allreduceBatch(const Plane& plane, const std::vector<Item>& ite
       offset += it.elements();
     }
   }
-  HCOLL_RETURN_IF_ERROR(
-      submitAndWait(plane.collectives->allreduce(send, buffer, total, dtype, spec.op),
-                    total * elementSize, items.size()));
+  backends::PendingPtr reduction;
+  if (spec.op == ReduceOp::kAdasum) {  // not element-wise: it needs the tensors' boundaries
+    std::vector<size_t> tensorCounts;
+    tensorCounts.reserve(items.size());
+    for (const Item& it : items) tensorCounts.push_back(it.elements());
+    reduction = plane.collectives->adasum(buffer, total, dtype, tensorCounts);
+  } else {
+    reduction = plane.collectives->allreduce(send, buffer, total, dtype, spec.op);
+  }
+  HCOLL_RETURN_IF_ERROR(submitAndWait(std::move(reduction), total * elementSize, items.size()));
   size_t offset = 0;
   for (const Item& it : items) {
     if (it.op) {

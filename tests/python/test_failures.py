@@ -5,8 +5,11 @@
   abort-hook   the same with hcoll.abort_on_exception(): the job is aborted.
   sigint       rank 0, blocked in Request.wait() on an op rank 1 submits later, gets SIGINT:
                KeyboardInterrupt within 100 ms, the request still valid; it then completes.
-  mixed-mpi    (one process) Open MPI loaded through mpi4py next to an MPICH build of hcoll:
-               hcoll.initialize() raises ERR_UNSUPPORTED naming both MPIs, before any MPI call.
+  mixed-mpi    (one process) Open MPI loaded through mpi4py, then an MPICH build of hcoll
+               imported: the import raises hcoll.MixedMpiError (an ImportError) naming both MPIs,
+               before hcoll's MPI is made global; hcoll_initialize() itself refuses too.
+  mixed-mpi-late  (one process) hcoll imported first, then mpi4py (Open MPI): hcoll.initialize()
+               raises ERR_UNSUPPORTED naming both MPIs, before any MPI call.
 """
 
 import os
@@ -20,7 +23,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "bindings", "python"))
 
 import numpy as np  # noqa: E402
 
-import hcoll  # noqa: E402
+hcoll = None  # imported in __main__: the mixed-MPI scenarios must load mpi4py first
 
 
 def check(ok, what, detail=""):
@@ -89,35 +92,58 @@ def scenario_sigint():
     hcoll.shutdown()
 
 
-def scenario_mixed_mpi():
+def load_open_mpi_through_mpi4py():
     import mpi4py
 
     mpi4py.rc.initialize = False  # load Open MPI's library without starting it
     mpi4py.rc.finalize = False
     from mpi4py import MPI  # noqa: F401
 
+
+def scenario_mixed_mpi():
+    load_open_mpi_through_mpi4py()
+    try:
+        import hcoll  # noqa: F401
+        check(False, "import hcoll succeeded with two MPIs loaded")
+    except ImportError as e:
+        check(type(e).__name__ == "MixedMpiError" and "MPICH" in str(e) and "Open MPI" in str(e),
+              "import hcoll refuses a second MPI, naming both", str(e))
+    # The C library checks too (for callers that are not this binding), before any MPI call.
+    import ctypes
+
+    lib = ctypes.CDLL(os.environ["HCOLL_LIBRARY"], mode=ctypes.RTLD_LOCAL)
+    lib.hcoll_initialize.argtypes = [ctypes.c_void_p]
+    lib.hcoll_last_error.restype = ctypes.c_char_p
+    status = lib.hcoll_initialize(None)
+    message = lib.hcoll_last_error().decode()
+    check(status == -7 and "Open MPI" in message,  # HCOLL_ERR_UNSUPPORTED
+          "hcoll_initialize itself refuses two MPIs", message)
+
+
+def scenario_mixed_mpi_late():
+    import hcoll
+
+    load_open_mpi_through_mpi4py()
     try:
         hcoll.initialize()
         check(False, "initialize succeeded with two MPIs loaded")
     except hcoll.HcollError as e:
         check(e.status == hcoll.ERR_UNSUPPORTED and "MPICH" in e.message and
-              "Open MPI" in e.message, "initialize refuses two MPIs, naming both", e.message)
-    # The C library checks too (for callers that are not this binding), before any MPI call.
-    from hcoll import _lib
-
-    status = _lib.lib.hcoll_initialize(None)
-    message = _lib.lib.hcoll_last_error().decode()
-    check(status == hcoll.ERR_UNSUPPORTED and "Open MPI" in message,
-          "hcoll_initialize itself refuses two MPIs", message)
+              "Open MPI" in e.message, "initialize refuses an MPI loaded after the import, "
+              "naming both", e.message)
 
 
 if __name__ == "__main__":
     scenario = sys.argv[1]
+    if not scenario.startswith("mixed-mpi"):
+        import hcoll  # noqa: F811
     if scenario in ("raise", "abort-hook"):
         scenario_raise(hook=scenario == "abort-hook")
     elif scenario == "sigint":
         scenario_sigint()
     elif scenario == "mixed-mpi":
         scenario_mixed_mpi()
+    elif scenario == "mixed-mpi-late":
+        scenario_mixed_mpi_late()
     else:
         sys.exit(f"unknown scenario {scenario}")

@@ -65,6 +65,12 @@ add_test(NAME sigkill.lane-phase.np2
           $<TARGET_FILE:hcoll-test-sigkill> 30 lane-phase)
 set_tests_properties(sigkill.lane-phase.np2 PROPERTIES TIMEOUT 60 LABELS "mpi;reliability"
   PROCESSORS 2 ENVIRONMENT "${stall_env}")
+# And in the middle of an Adasum allreduce (its own point-to-point stages).
+add_test(NAME sigkill.adasum-phase.np2
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/reliability/run_sigkill.sh ${MPIEXEC_EXECUTABLE}
+          $<TARGET_FILE:hcoll-test-sigkill> 30 adasum-phase)
+set_tests_properties(sigkill.adasum-phase.np2 PROPERTIES TIMEOUT 60 LABELS "mpi;reliability"
+  PROCESSORS 2 ENVIRONMENT "${stall_env}")
 
 # Unit tests of the flight recorder (internals: the static core).
 add_executable(hcoll-reliability-unit reliability/test_flight_recorder.cc)

@@ -5,6 +5,7 @@
 // schedule, tens of ms here) and rank 1 dies 1 ms later, while the data moves. "lane-phase": the
 // same with a 64 MiB broadcast from rank 0, which on one node moves through the MPI backend's
 // shared-memory lanes (mpi_shm.h): rank 0 waits for room in a ring its dead peer never empties.
+// "adasum-phase": the same with a 64 MiB HCOLL_ADASUM allreduce (mpi_adasum.cc's stages).
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -16,7 +17,9 @@
 
 int main(int argc, char** argv) {
   const bool lanePhase = argc > 1 && std::string(argv[1]) == "lane-phase";
-  const bool dataPhase = lanePhase || (argc > 1 && std::string(argv[1]) == "data-phase");
+  const bool adasumPhase = argc > 1 && std::string(argv[1]) == "adasum-phase";
+  const bool dataPhase =
+      lanePhase || adasumPhase || (argc > 1 && std::string(argv[1]) == "data-phase");
   if (hcoll_initialize(nullptr) != HCOLL_SUCCESS) return 2;
   hcoll_comm_t w;
   hcoll_comm_world(&w);
@@ -36,7 +39,7 @@ int main(int argc, char** argv) {
   if (lanePhase) {
     hcoll_broadcast(w, "after-kill", &t, 0, &req);
   } else {
-    hcoll_allreduce(w, "after-kill", &t, &t, HCOLL_SUM, 1, 1, &req);
+    hcoll_allreduce(w, "after-kill", &t, &t, adasumPhase ? HCOLL_ADASUM : HCOLL_SUM, 1, 1, &req);
   }
   if (rank == 1) {  // data-phase: dies while the operation runs, never reports
     std::this_thread::sleep_for(std::chrono::milliseconds(1));

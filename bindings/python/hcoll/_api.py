@@ -6,6 +6,7 @@ import sys
 import time
 
 from . import _lib
+from . import _mpi_check
 from . import _tensor
 
 lib = _lib.lib
@@ -67,41 +68,15 @@ def _fint(mpi_comm):
 # Lifecycle and information
 # ------------------------------------------------------------------------------------------------
 
-# Shared-object name prefixes of the MPI families: one process can use only one of them.
-_MPI_LIBRARIES = {"MPICH": ("libmpich",), "Open MPI": ("libmpi.so",)}
-
-
-def _mapped_mpis():
-    """{family: path} of the MPI libraries this process has loaded (Linux /proc/self/maps)."""
-    found = {}
-    try:
-        with open("/proc/self/maps") as maps:
-            for line in maps:
-                path = line.split(None, 5)[-1].strip() if line.count(" ") >= 5 else ""
-                base = os.path.basename(path)
-                for family, prefixes in _MPI_LIBRARIES.items():
-                    if any(base.startswith(p) for p in prefixes):
-                        found.setdefault(family, path)
-    except OSError:
-        pass
-    return found
-
-
 def _check_single_mpi():
     """Raises before any MPI call when the process has loaded another MPI than the one this
-    hcoll was built against (typically Debian's mpi4py, built with Open MPI, next to an MPICH
-    build of hcoll): their symbols would mix and MPI would crash."""
+    hcoll was built against since hcoll was imported (the import itself checked what was loaded
+    before it: _lib, _mpi_check): their symbols would mix and MPI would crash."""
     built = mpi_version()
-    family = "Open MPI" if built.startswith("Open MPI") else "MPICH"
-    others = {f: p for f, p in _mapped_mpis().items() if f != family}
-    if others:
-        other, path = next(iter(others.items()))
+    other = _mpi_check.foreign_mpi(_mpi_check.family_of(built))
+    if other is not None:
         raise HcollError(_lib.ERR_UNSUPPORTED,
-                         f"this hcoll ({lib.hcoll_path}) was built against {built}, but the "
-                         f"process has also loaded {other} ({path}; mpi4py?): one process can "
-                         f"use only one MPI. Use an hcoll built with -DHCOLL_MPI="
-                         f"{'openmpi' if other == 'Open MPI' else 'mpich'} (or an mpi4py built "
-                         f"against {family})")
+                         _mpi_check.mixed_message(lib.hcoll_path, built, *other))
 
 
 def mpi_version():

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "backends/loopback/loopback_reduce.h"
+#include "common/adasum.h"
 
 namespace hcoll::backends::loopback {
 namespace {
@@ -162,6 +163,13 @@ class Allreduce final : public RoundPending {
 
  private:
   void read(Round& round) override {
+    if (round.params.op == ReduceOp::kAdasum) {  // not element-wise: rank 0 runs the whole tree
+      if (rank_ == 0) {
+        adasum::reduceAll(round.params.dtype, inputs(round), round.params.count,
+                          round.slots[0].recvBytes, round.scratch.data());
+      }
+      return;
+    }
     const size_t es = dataTypeSize(round.params.dtype);
     size_t lo = 0, hi = 0;
     share(round.params.count, size_, rank_, &lo, &hi);
@@ -312,6 +320,17 @@ PendingPtr startAllreduce(const Seat& seat, const void* send, void* recv, size_t
   Contribution c;
   c.in = send != nullptr ? send : recv;
   return std::make_unique<Allreduce>(seat, p, std::move(c), recv);
+}
+
+PendingPtr startAdasum(const Seat& seat, void* buf, size_t count, DataType dtype,
+                       const std::vector<size_t>& tensorCounts) {
+  RoundParams p = paramsOf(OpTag::kAllreduce, count);
+  p.dtype = dtype;
+  p.op = ReduceOp::kAdasum;
+  Contribution c;
+  c.in = buf;
+  c.recvBytes = tensorCounts;  // elements per tensor (negotiated: the same on every rank)
+  return std::make_unique<Allreduce>(seat, p, std::move(c), buf);
 }
 
 PendingPtr startAllgatherv(const Seat& seat, const void* send, size_t sendBytes, void* recv,

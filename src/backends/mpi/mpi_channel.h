@@ -71,6 +71,9 @@ class MpiChannel final : public Channel {
   PendingPtr reduceScatter(const void* send, void* recv, const std::vector<size_t>& recvCounts,
                            DataType dtype, ReduceOp op) override;
   PendingPtr barrier() override;
+  // mpi_adasum.cc: the tree of common/adasum.h in point-to-point messages.
+  PendingPtr adasum(void* buf, size_t count, DataType dtype,
+                    const std::vector<size_t>& tensorCounts) override;
 
   Status split(int color, int key, std::unique_ptr<Channel>* out) override;
   Status create(const std::vector<int32_t>& ranks, std::unique_ptr<Channel>* out) override;

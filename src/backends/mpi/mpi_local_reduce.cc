@@ -71,6 +71,8 @@ LocalReduceFn loopFor(ReduceOp op) {
       return std::is_integral_v<T> ? &loop<T, Min> : nullptr;  // floats: order-free user ops
     case ReduceOp::kMax:
       return std::is_integral_v<T> ? &loop<T, Max> : nullptr;
+    case ReduceOp::kAdasum:  // not element-wise (mpi_adasum.cc)
+      return nullptr;
   }
   return nullptr;
 }

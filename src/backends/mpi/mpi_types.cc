@@ -11,8 +11,8 @@ namespace {
 
 MPI_Datatype gFloat16 = MPI_DATATYPE_NULL;
 MPI_Datatype gBfloat16 = MPI_DATATYPE_NULL;
-MPI_Op gHalfOps[kNumReduceOps] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL,
-                                  MPI_OP_NULL};
+MPI_Op gHalfOps[kNumReduceOps] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL,
+                                  MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};
 
 MPI_Op gFloatMin = MPI_OP_NULL;
 MPI_Op gFloatMax = MPI_OP_NULL;
@@ -93,8 +93,11 @@ Status createCustomTypes() {
     }
     if (int rc = MPI_Type_commit(t); rc != MPI_SUCCESS) return mpiError("MPI_Type_commit", rc);
   }
-  MPI_User_function* fns[kNumReduceOps] = {halfSum, halfSum, halfMin, halfMax, halfProduct};
+  // Adasum is no element-wise operator (mpi_adasum.cc): no MPI_Op.
+  MPI_User_function* fns[kNumReduceOps] = {halfSum, halfSum,     halfMin,
+                                           halfMax, halfProduct, nullptr};
   for (int i = 0; i < kNumReduceOps; ++i) {
+    if (fns[i] == nullptr) continue;
     if (int rc = MPI_Op_create(fns[i], /*commute=*/1, &gHalfOps[i]); rc != MPI_SUCCESS) {
       return mpiError("MPI_Op_create", rc);
     }
@@ -149,6 +152,7 @@ MPI_Op toMpiOp(ReduceOp op, DataType t) {
     case ReduceOp::kMin: return floating ? gFloatMin : MPI_MIN;
     case ReduceOp::kMax: return floating ? gFloatMax : MPI_MAX;
     case ReduceOp::kProduct: return MPI_PROD;
+    case ReduceOp::kAdasum: return MPI_OP_NULL;  // not element-wise (mpi_adasum.cc)
   }
   return MPI_OP_NULL;
 }

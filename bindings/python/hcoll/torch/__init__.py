@@ -19,7 +19,7 @@ from ._core import comm_rank as _comm_rank
 from ._core import comm_size as _comm_size
 from ._core import _State
 from .compression import Compression
-from .mpi_ops import (Average, Max, Min, Product, Sum, allgather, allgather_async, allreduce,
+from .mpi_ops import (Adasum, Average, Max, Min, Product, Sum, allgather, allgather_async, allreduce,
                       allreduce_, allreduce_async, allreduce_async_, alltoall, alltoall_async,
                       barrier, broadcast, broadcast_, broadcast_async, broadcast_async_,
                       grouped_allgather, grouped_allgather_async, grouped_allreduce,

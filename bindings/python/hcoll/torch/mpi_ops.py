@@ -20,6 +20,7 @@ Sum = _lib.SUM
 Min = _lib.MIN
 Max = _lib.MAX
 Product = _lib.PRODUCT
+Adasum = _lib.ADASUM  # float tensors on the CPU only (docs/torch.md)
 
 _byref = ctypes.byref
 

@@ -448,6 +448,15 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     their indices and values, or with sparse_as_dense=True a dense allreduce. num_groups and
     groups (Horovod's grouping of allreduces) are accepted; bucket_bytes decides the grouping.
     On a rank outside `process_set` the optimizer does not communicate."""
+    adasum_comm = process_set if process_set is not None else comm
+    member = not (isinstance(adasum_comm, _core.ProcessSet) and not adasum_comm.included())
+    # Horovod's delta optimizer; a non-member gets the plain one below, which does not communicate.
+    if op == ops.Adasum and member and _core.comm_size(adasum_comm) > 1:
+        if gradient_predivide_factor != 1.0:
+            raise ValueError("gradient_predivide_factor needs op=Average")
+        from .adasum_optimizer import adasum_optimizer
+        return adasum_optimizer(optimizer, named_parameters, compression,
+                                backward_passes_per_step, adasum_comm)
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
