@@ -9,12 +9,17 @@
                      all_gathers
   (iv)  submit       one allreduce submitted from Python: hcoll.torch.allreduce_async_ vs the bare
                      ctypes call of hcoll_allreduce with prebuilt arguments (submission only)
-  (v)   ddp_cnn_syncbn, ddp_mlp500: the models of (i) and (ii) under DistributedDataParallel on
+  (v)   allocating   hvd.allgather and out-of-place hvd.allreduce (each returns a new tensor) vs
+                     the C calls with prebuilt descriptors writing into preallocated outputs
+                     (hcoll_allgather_into, hcoll_allreduce; + wait + free),
+                     alternating call by call, 512 KiB to 4 MiB per rank (target <= 1.3x; 64 MiB
+                     too, reported only, unless --quick)
+  (vi)  ddp_cnn_syncbn, ddp_mlp500: the models of (i) and (ii) under DistributedDataParallel on
                      hcoll's torch.distributed backend (a new_group(backend="hcoll"), the
                      hand-written SyncBN on it too) vs the same on gloo: DDP(hcoll) vs DDP(gloo)
 
 Prints medians and ratios (targets: (i) <= 0.4, (ii) <= 0.9, (iii) <= 0.1, (iv) <= 8 us,
-(v) <= 0.8 for the CNN and <= 0.9 for the MLP) with
+(v) <= 1.3x, (vi) <= 0.8 for the CNN and <= 0.9 for the MLP) with
 MET/MISS, the 10th-percentile ratio, and each scenario's floor, timed in the same rounds: for (i)
 and (ii) the same model and data trained with no communication at all (its own block), for (iii)
 the bare ctypes calls (grouped allgather_into + wait, prebuilt descriptors; alternating call by
@@ -25,6 +30,7 @@ that bench/plot.py draws (scenarios.png). The gloo DDP of (i) runs with broadcas
 --no-malloc-tuning (see tune_malloc).
 
     mpiexec.mpich -n 2 /usr/bin/python3 bench/torch_bench.py [--json torch_bench.json] [--quick]
+        [--only-allocating]
 """
 
 import argparse
@@ -286,6 +292,78 @@ def submit_overhead(reps):
     return statistics.median(raw) * 1e6, statistics.median(py) * 1e6, q(raw), q(py)
 
 
+ALLOCATING_TARGET = 1.3
+ALLOCATING_SIZES = (512 << 10, 1 << 20, 2 << 20, 4 << 20)
+
+
+def allocating_calls(sizes, reps, targeted):
+    """(v): medians of hvd.allgather / hvd.allreduce (a fresh output tensor per call) against the
+    C calls, alternating call by call. Returns JSON records."""
+    lib, comm = _lib.lib, hvd.global_process_set().handle
+    records = []
+    for nbytes in sizes:
+        x = torch.ones(nbytes // 4)
+        out = torch.zeros_like(x)
+        gathered = torch.zeros(x.numel() * hvd.size())
+        din, dout = ctypes.pointer(_core.describe(x)), ctypes.pointer(_core.describe(out))
+        dgathered = ctypes.pointer(_core.describe(gathered))
+
+        def c_allgather():
+            # the best the runtime can do: straight into memory the caller already has
+            req = _lib.request_t()
+            t0 = time.perf_counter()
+            lib.hcoll_allgather_into(comm, b"bench.ag.c", din, dgathered, None,
+                                     ctypes.byref(req))
+            _core.wait(req.value)
+            lib.hcoll_request_free(req.value)
+            return time.perf_counter() - t0
+
+        def py_allgather():
+            t0 = time.perf_counter()
+            hvd.allgather(x, name="bench.ag.py")
+            return time.perf_counter() - t0
+
+        def c_allreduce():
+            req = _lib.request_t()
+            t0 = time.perf_counter()
+            lib.hcoll_allreduce(comm, b"bench.ar.c", din, dout, _lib.SUM, 1.0, 1.0,
+                                ctypes.byref(req))
+            _core.wait(req.value)
+            lib.hcoll_request_free(req.value)
+            return time.perf_counter() - t0
+
+        def py_allreduce():
+            t0 = time.perf_counter()
+            hvd.allreduce(x, name="bench.ar.py", op=hvd.Sum)
+            return time.perf_counter() - t0
+
+        for name, c_fn, py_fn in (("allgather", c_allgather, py_allgather),
+                                  ("allreduce", c_allreduce, py_allreduce)):
+            c_t, py_t = [], []
+            for i in range(reps + 3):
+                a, b = c_fn(), py_fn()
+                if i >= 3:  # warm-up: response cache, pools
+                    c_t.append(a)
+                    py_t.append(b)
+            c_us, py_us = statistics.median(c_t) * 1e6, statistics.median(py_t) * 1e6
+            ratio = py_us / c_us
+            met = ratio <= ALLOCATING_TARGET if nbytes in targeted else None
+            records.append({"section": "allocating", "name": name, "bytes": nbytes,
+                            "c_call_us": c_us, "python_us": py_us, "ratio": ratio,
+                            "target_ratio": ALLOCATING_TARGET if met is not None else None,
+                            "met": met, "samples": reps})
+    return records
+
+
+def print_allocating(records):
+    print(f"{'allocating':10s} {'bytes/rank':>11s} {'C call (us)':>12s} {'hvd (us)':>10s} "
+          f"{'ratio':>6s}")
+    for r in records:
+        verdict = ("MET " if r["met"] else "MISS") if r["met"] is not None else "(info)"
+        print(f"{r['name']:10s} {r['bytes']:11d} {r['c_call_us']:12.1f} {r['python_us']:10.1f} "
+              f"{r['ratio']:6.2f} {verdict} (target <= {ALLOCATING_TARGET})")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", default="torch_bench.json")
@@ -297,6 +375,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="2 rounds of 5 steps (a smoke run)")
     ap.add_argument("--no-malloc-tuning", dest="malloc_tuning", action="store_false",
                     help="keep glibc's default heap trimming (see tune_malloc)")
+    ap.add_argument("--only-allocating", action="store_true",
+                    help="run only (v), the allocating calls (no gloo, no models)")
     args = ap.parse_args()
     if args.quick:
         args.rounds, args.steps = 2, 5
@@ -304,6 +384,15 @@ def main():
         tune_malloc()
 
     hvd.init()
+    sizes = ALLOCATING_SIZES + (() if args.quick else (64 << 20,))
+    if args.only_allocating:
+        records = allocating_calls(sizes, 10 if args.quick else 60, ALLOCATING_SIZES)
+        if hvd.rank() == 0:
+            print(f"# {hvd.size()} ranks; medians; load "
+                  f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+            print_allocating(records)
+        hvd.shutdown()
+        return 0
     torch.set_num_threads(1)  # ranks share the cores; the same for both sides
     rank, size = hvd.rank(), hvd.size()
     if args.port:
@@ -340,6 +429,7 @@ def main():
             if not s.interleave:
                 s.floors += [s.floor_step() for _ in range(steps)]
     raw_us, py_us, raw_p10, py_p10 = submit_overhead(2000 if not args.quick else 200)
+    allocating = allocating_calls(sizes, 10 if args.quick else 60, ALLOCATING_SIZES)
 
     records = []
     if rank == 0:
@@ -377,6 +467,9 @@ def main():
         print(f"submit: bare ctypes hcoll_allreduce {raw_us:.2f} us, hvd.allreduce_async_ "
               f"{py_us:.2f} us: +{py_us - raw_us:.2f} us (target <= 8); 10th percentiles "
               f"{raw_p10:.2f} / {py_p10:.2f} us: +{py_p10 - raw_p10:.2f} us")
+        print_allocating(allocating)
+    records += allocating
+    if rank == 0:
         with open(args.json, "w") as f:
             json.dump({"ranks": size, "rounds": args.rounds, "steps": args.steps,
                        "malloc_tuning": args.malloc_tuning, "load": os.getloadavg()[0],

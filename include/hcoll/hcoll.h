@@ -228,6 +228,24 @@ HCOLL_API const char* hcoll_last_error(void);
 /* Returns 1 if this library was built with the NCCL backend, else 0. */
 HCOLL_API int hcoll_nccl_built(void);
 
+/* Returns the version of NCCL this library was built against as NCCL_VERSION_CODE computes it
+ * (e.g. 22809 for 2.28.9, 2708 for 2.7.8), or 0 without the NCCL backend. Static; no NCCL call. */
+HCOLL_API int hcoll_nccl_version(void);
+
+/* Starts writing this process's timeline (the Chrome-trace JSON of HCOLL_TIMELINE, same per-rank
+ * file names: "%r" in `path` becomes the rank, else ".<rank>" is appended when there are several
+ * ranks) from now on. A timeline being written is finished first (a valid JSON file), so calling
+ * it again switches files. Local, not collective; does not block on other ranks.
+ * [in] path: the file (not NULL, not empty, not a directory).
+ * Returns SUCCESS, INVALID_ARGUMENT (bad path, file cannot be opened: nothing changes),
+ * NOT_INITIALIZED. */
+HCOLL_API hcoll_status_t hcoll_start_timeline(const char* path);
+
+/* Stops the timeline: its file is finished (valid JSON) and closed; nothing is recorded until the
+ * next hcoll_start_timeline. SUCCESS also when none was being written. Returns SUCCESS,
+ * NOT_INITIALIZED. Local, not collective. */
+HCOLL_API hcoll_status_t hcoll_stop_timeline(void);
+
 /* Returns the MPI this library was built against, e.g. "MPICH 4.0.2" (static; no MPI call). One
  * process can use only one MPI: hcoll_initialize fails with UNSUPPORTED, before calling MPI, when
  * the process has loaded another one (e.g. Open MPI through mpi4py against an MPICH build). */

@@ -48,7 +48,9 @@ Status Executor::allreduceBatch(const Plane& plane, const std::vector<Item>& ite
   const OpSpec& spec = items[0].response->spec;
   const DataType dtype = items[0].dtype();
   const size_t elementSize = dataTypeSize(dtype);
-  const double postscale = spec.postscale * (spec.op == ReduceOp::kAverage ? 1.0 / size_ : 1.0);
+  // Average divides the postscale factor by the size, as Horovod does (not × 1/size: the
+  // factor must round the same way).
+  const double postscale = spec.op == ReduceOp::kAverage ? spec.postscale / size_ : spec.postscale;
   size_t total = 0;
   for (const Item& it : items) total += it.elements();
   if (total == 0) return Status::ok();
@@ -199,7 +201,9 @@ Status Executor::reducescatterBatch(const Plane& plane, const std::vector<Item>&
   const OpSpec& spec = items[0].response->spec;
   const DataType dtype = items[0].dtype();
   const size_t elementSize = dataTypeSize(dtype);
-  const double postscale = spec.postscale * (spec.op == ReduceOp::kAverage ? 1.0 / size_ : 1.0);
+  // Average divides the postscale factor by the size, as Horovod does (not × 1/size: the
+  // factor must round the same way).
+  const double postscale = spec.op == ReduceOp::kAverage ? spec.postscale / size_ : spec.postscale;
   const size_t n = static_cast<size_t>(size_);
   // Rank-major layout: rank 0's rows of every item, then rank 1's, ...
   std::vector<size_t> counts(n, 0);
