@@ -166,7 +166,7 @@ class Allreduce final : public RoundPending {
     if (round.params.op == ReduceOp::kAdasum) {  // not element-wise: rank 0 runs the whole tree
       if (rank_ == 0) {
         adasum::reduceAll(round.params.dtype, inputs(round), round.params.count,
-                          round.slots[0].recvBytes, round.scratch.data());
+                          round.slots[0].recvBytes, round.scratch.bytes.get());
       }
       return;
     }
