@@ -34,7 +34,7 @@ bool parseOptions(int argc, char** argv, int rank, Options* out) {
         std::fprintf(stderr,
                      "usage: hcoll-bench [--quick] [--json PATH] [--only LIST] [--max-size BYTES]\n"
                      "  LIST: comma-separated of sweep, allreduce, allgather, broadcast, alltoall,\n"
-                     "        reducescatter, floor, a, b, c, d, e, f, rss\n");
+                     "        reducescatter, floor, a, b, c, d, e, f, adasum, rss\n");
       }
       return false;
     }

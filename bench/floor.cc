@@ -67,7 +67,7 @@ void readiness(const Context& ctx, MPI_Comm control) {
   }
 }
 
-// The backend's kMaxPointToPointRanks (mpi_p2p.h).
+// The backend's kMaxPointToPointRanks (src/backends/mpi/mpi_algorithms.h).
 constexpr int kMaxPointToPointRanks = 7;
 
 // One transfer as the backend posts it (mpi_messages.h): under MPICH, (8, 32] KiB in 8 KiB pieces
@@ -243,7 +243,7 @@ void protocol(const Context& ctx, const FloorComms& comms, Coll c, std::vector<c
         p2pReduceScatter(ctx, comms.data, in.data(), out.data(), scratch, share);
         return;
       case Coll::kAllreduce:
-        if (bytes >= 4096) {  // the backend's kMinPointToPointAllreduceBytes
+        if (bytes >= 4096) {  // the backend's allreduce rule (mpi_algorithms.h)
           p2pAllreduce(ctx, comms.data, in.data(), out.data(), scratch, bytes);
           return;
         }

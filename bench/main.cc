@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   if (ctx.options.wants("d")) runScenarioD(ctx);
   if (ctx.options.wants("e")) runScenarioE(ctx);
   if (ctx.options.wants("f")) runScenarioF(ctx);
+  if (ctx.options.wants("adasum")) runAdasum(ctx);
 
   printTargets(ctx);
   const uint64_t errors = sumAcrossRanks(ctx.errors);

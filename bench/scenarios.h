@@ -13,6 +13,7 @@ void runScenarioC(Context& ctx);  // SyncBatchNorm grouped allgather
 void runScenarioD(Context& ctx);  // small-message latency and wake-up round trip
 void runScenarioE(Context& ctx);  // 64 MiB allreduce bandwidth
 void runScenarioF(Context& ctx);  // a stalled communicator next to a busy one
+void runAdasum(Context& ctx);      // HCOLL_ADASUM next to SUM and MPI_Allreduce
 void runRss(Context& ctx);        // peak RSS over 1,000 repeated small steps
 
 // Scenario (c)'s grouped allgather on `comm`, `iters` times; calls per second (slowest rank).

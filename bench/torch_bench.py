@@ -9,8 +9,17 @@
                      all_gathers
   (iv)  submit       one allreduce submitted from Python: hcoll.torch.allreduce_async_ vs the bare
                      ctypes call of hcoll_allreduce with prebuilt arguments (submission only)
+  (v)   allocating   hvd.allgather and out-of-place hvd.allreduce (each returns a new tensor) vs
+                     the C calls with prebuilt descriptors writing into preallocated outputs
+                     (hcoll_allgather_into, hcoll_allreduce; + wait + free),
+                     alternating call by call, 512 KiB to 4 MiB per rank (target <= 1.3x; 64 MiB
+                     too, reported only, unless --quick)
+  (vi)  ddp_cnn_syncbn, ddp_mlp500: the models of (i) and (ii) under DistributedDataParallel on
+                     hcoll's torch.distributed backend (a new_group(backend="hcoll"), the
+                     hand-written SyncBN on it too) vs the same on gloo: DDP(hcoll) vs DDP(gloo)
 
-Prints medians and ratios (targets: (i) <= 0.4, (ii) <= 0.9, (iii) <= 0.1, (iv) <= 8 us) with
+Prints medians and ratios (targets: (i) <= 0.4, (ii) <= 0.9, (iii) <= 0.1, (iv) <= 8 us,
+(v) <= 1.3x, (vi) <= 0.8 for the CNN and <= 0.9 for the MLP) with
 MET/MISS, the 10th-percentile ratio, and each scenario's floor, timed in the same rounds: for (i)
 and (ii) the same model and data trained with no communication at all (its own block), for (iii)
 the bare ctypes calls (grouped allgather_into + wait, prebuilt descriptors; alternating call by
@@ -21,6 +30,7 @@ that bench/plot.py draws (scenarios.png). The gloo DDP of (i) runs with broadcas
 --no-malloc-tuning (see tune_malloc).
 
     mpiexec.mpich -n 2 /usr/bin/python3 bench/torch_bench.py [--json torch_bench.json] [--quick]
+        [--only-allocating]
 """
 
 import argparse
@@ -43,7 +53,8 @@ from hcoll import _lib  # noqa: E402
 from hcoll.torch import _core  # noqa: E402
 from hcoll.torch import sync_batch_norm  # noqa: E402
 
-TARGETS = {"cnn_syncbn": 0.4, "mlp500": 0.9, "syncbn_exch": 0.1}
+TARGETS = {"cnn_syncbn": 0.4, "mlp500": 0.9, "syncbn_exch": 0.1, "ddp_cnn_syncbn": 0.8,
+           "ddp_mlp500": 0.9}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -52,20 +63,20 @@ TARGETS = {"cnn_syncbn": 0.4, "mlp500": 0.9, "syncbn_exch": 0.1}
 
 class _GlooSyncBNFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, weight, bias, eps):
+    def forward(ctx, x, weight, bias, eps, group):
         c = x.shape[1]
         dims = [0] + list(range(2, x.dim()))
         shape = [1, c] + [1] * (x.dim() - 2)
         count = torch.tensor([x.numel() // c], dtype=x.dtype)
         mean = x.mean(dims)
         meansq = (x * x).mean(dims)
-        n = dist.get_world_size()
+        n = dist.get_world_size(group)
         counts = [torch.empty_like(count) for _ in range(n)]
         means = [torch.empty_like(mean) for _ in range(n)]
         meansqs = [torch.empty_like(meansq) for _ in range(n)]
-        dist.all_gather(counts, count)
-        dist.all_gather(means, mean)
-        dist.all_gather(meansqs, meansq)
+        dist.all_gather(counts, count, group=group)
+        dist.all_gather(means, mean, group=group)
+        dist.all_gather(meansqs, meansq, group=group)
         counts = torch.cat(counts)
         total = counts.sum()
         g_mean = (counts[:, None] * torch.stack(means)).sum(0) / total
@@ -73,7 +84,7 @@ class _GlooSyncBNFn(torch.autograd.Function):
         invstd = torch.rsqrt(g_var + eps)
         xhat = (x - g_mean.view(shape)) * invstd.view(shape)
         ctx.save_for_backward(xhat, weight, invstd)
-        ctx.total = total
+        ctx.total, ctx.group = total, group
         return xhat * weight.view(shape) + bias.view(shape)
 
     @staticmethod
@@ -84,16 +95,24 @@ class _GlooSyncBNFn(torch.autograd.Function):
         shape = [1, c] + [1] * (dy.dim() - 2)
         local = torch.cat([dy.sum(dims), (dy * xhat).sum(dims)])
         summed = local.clone()
-        dist.all_reduce(summed)
+        dist.all_reduce(summed, group=ctx.group)
         s_dy, s_dy_xhat = summed[:c], summed[c:]
         dx = (weight * invstd).view(shape) * (dy - (s_dy / ctx.total).view(shape)
                                               - xhat * (s_dy_xhat / ctx.total).view(shape))
-        return dx, local[c:], local[:c], None
+        return dx, local[c:], local[:c], None, None
 
 
 class GlooSyncBN(nn.BatchNorm2d):
+    """The hand-written SyncBN over `group` (None: the default group, gloo; the DDP(hcoll)
+    scenarios pass their hcoll group)."""
+    group = None
+
     def forward(self, x):  # training statistics only: the bench never evaluates
-        return _GlooSyncBNFn.apply(x, self.weight, self.bias, self.eps)
+        return _GlooSyncBNFn.apply(x, self.weight, self.bias, self.eps, self.group)
+
+
+def syncbn_on(group):
+    return type("SyncBNOnGroup", (GlooSyncBN,), {"group": group})
 
 
 def cnn(bn):
@@ -173,6 +192,28 @@ def build(args):
                               lambda: train_step(p_l, q_l, xm, ym, mse),
                               "no communication (plain SGD)"))
 
+    # DDP on hcoll's torch.distributed backend: the same models and data as the gloo DDP above.
+    try:
+        import hcoll.torch.distributed  # noqa: F401  registers backend "hcoll"
+    except ImportError as e:
+        if hvd.rank() == 0:
+            print(f"# DDP(hcoll) scenarios skipped: {e}")
+    else:
+        hg = dist.new_group(backend="hcoll")
+        m_d = nn.parallel.DistributedDataParallel(cnn(syncbn_on(hg)), process_group=hg,
+                                                  broadcast_buffers=False)
+        o_d = torch.optim.SGD(m_d.parameters(), lr=0.01)
+        scenarios.append(Scenario("ddp_cnn_syncbn", lambda: train_step(m_d, o_d, x, y, ce),
+                                  lambda: train_step(m_g, o_g, x, y, ce), "gloo DDP + gloo SyncBN",
+                                  lambda: train_step(m_l, o_l, x, y, ce),
+                                  "no communication (BatchNorm2d, plain SGD)"))
+        p_d = nn.parallel.DistributedDataParallel(mlp500(), process_group=hg)
+        q_d = torch.optim.SGD(p_d.parameters(), lr=0.01)
+        scenarios.append(Scenario("ddp_mlp500", lambda: train_step(p_d, q_d, xm, ym, mse),
+                                  lambda: train_step(p_g, q_g, xm, ym, mse), "gloo DDP",
+                                  lambda: train_step(p_l, q_l, xm, ym, mse),
+                                  "no communication (plain SGD)"))
+
     c = 64
     count, mean, var = torch.ones(1), torch.randn(1, c), torch.rand(1, c)
     n = hvd.size()
@@ -251,6 +292,78 @@ def submit_overhead(reps):
     return statistics.median(raw) * 1e6, statistics.median(py) * 1e6, q(raw), q(py)
 
 
+ALLOCATING_TARGET = 1.3
+ALLOCATING_SIZES = (512 << 10, 1 << 20, 2 << 20, 4 << 20)
+
+
+def allocating_calls(sizes, reps, targeted):
+    """(v): medians of hvd.allgather / hvd.allreduce (a fresh output tensor per call) against the
+    C calls, alternating call by call. Returns JSON records."""
+    lib, comm = _lib.lib, hvd.global_process_set().handle
+    records = []
+    for nbytes in sizes:
+        x = torch.ones(nbytes // 4)
+        out = torch.zeros_like(x)
+        gathered = torch.zeros(x.numel() * hvd.size())
+        din, dout = ctypes.pointer(_core.describe(x)), ctypes.pointer(_core.describe(out))
+        dgathered = ctypes.pointer(_core.describe(gathered))
+
+        def c_allgather():
+            # the best the runtime can do: straight into memory the caller already has
+            req = _lib.request_t()
+            t0 = time.perf_counter()
+            lib.hcoll_allgather_into(comm, b"bench.ag.c", din, dgathered, None,
+                                     ctypes.byref(req))
+            _core.wait(req.value)
+            lib.hcoll_request_free(req.value)
+            return time.perf_counter() - t0
+
+        def py_allgather():
+            t0 = time.perf_counter()
+            hvd.allgather(x, name="bench.ag.py")
+            return time.perf_counter() - t0
+
+        def c_allreduce():
+            req = _lib.request_t()
+            t0 = time.perf_counter()
+            lib.hcoll_allreduce(comm, b"bench.ar.c", din, dout, _lib.SUM, 1.0, 1.0,
+                                ctypes.byref(req))
+            _core.wait(req.value)
+            lib.hcoll_request_free(req.value)
+            return time.perf_counter() - t0
+
+        def py_allreduce():
+            t0 = time.perf_counter()
+            hvd.allreduce(x, name="bench.ar.py", op=hvd.Sum)
+            return time.perf_counter() - t0
+
+        for name, c_fn, py_fn in (("allgather", c_allgather, py_allgather),
+                                  ("allreduce", c_allreduce, py_allreduce)):
+            c_t, py_t = [], []
+            for i in range(reps + 3):
+                a, b = c_fn(), py_fn()
+                if i >= 3:  # warm-up: response cache, pools
+                    c_t.append(a)
+                    py_t.append(b)
+            c_us, py_us = statistics.median(c_t) * 1e6, statistics.median(py_t) * 1e6
+            ratio = py_us / c_us
+            met = ratio <= ALLOCATING_TARGET if nbytes in targeted else None
+            records.append({"section": "allocating", "name": name, "bytes": nbytes,
+                            "c_call_us": c_us, "python_us": py_us, "ratio": ratio,
+                            "target_ratio": ALLOCATING_TARGET if met is not None else None,
+                            "met": met, "samples": reps})
+    return records
+
+
+def print_allocating(records):
+    print(f"{'allocating':10s} {'bytes/rank':>11s} {'C call (us)':>12s} {'hvd (us)':>10s} "
+          f"{'ratio':>6s}")
+    for r in records:
+        verdict = ("MET " if r["met"] else "MISS") if r["met"] is not None else "(info)"
+        print(f"{r['name']:10s} {r['bytes']:11d} {r['c_call_us']:12.1f} {r['python_us']:10.1f} "
+              f"{r['ratio']:6.2f} {verdict} (target <= {ALLOCATING_TARGET})")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", default="torch_bench.json")
@@ -262,6 +375,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="2 rounds of 5 steps (a smoke run)")
     ap.add_argument("--no-malloc-tuning", dest="malloc_tuning", action="store_false",
                     help="keep glibc's default heap trimming (see tune_malloc)")
+    ap.add_argument("--only-allocating", action="store_true",
+                    help="run only (v), the allocating calls (no gloo, no models)")
     args = ap.parse_args()
     if args.quick:
         args.rounds, args.steps = 2, 5
@@ -269,6 +384,15 @@ def main():
         tune_malloc()
 
     hvd.init()
+    sizes = ALLOCATING_SIZES + (() if args.quick else (64 << 20,))
+    if args.only_allocating:
+        records = allocating_calls(sizes, 10 if args.quick else 60, ALLOCATING_SIZES)
+        if hvd.rank() == 0:
+            print(f"# {hvd.size()} ranks; medians; load "
+                  f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+            print_allocating(records)
+        hvd.shutdown()
+        return 0
     torch.set_num_threads(1)  # ranks share the cores; the same for both sides
     rank, size = hvd.rank(), hvd.size()
     if args.port:
@@ -305,6 +429,7 @@ def main():
             if not s.interleave:
                 s.floors += [s.floor_step() for _ in range(steps)]
     raw_us, py_us, raw_p10, py_p10 = submit_overhead(2000 if not args.quick else 200)
+    allocating = allocating_calls(sizes, 10 if args.quick else 60, ALLOCATING_SIZES)
 
     records = []
     if rank == 0:
@@ -342,6 +467,9 @@ def main():
         print(f"submit: bare ctypes hcoll_allreduce {raw_us:.2f} us, hvd.allreduce_async_ "
               f"{py_us:.2f} us: +{py_us - raw_us:.2f} us (target <= 8); 10th percentiles "
               f"{raw_p10:.2f} / {py_p10:.2f} us: +{py_p10 - raw_p10:.2f} us")
+        print_allocating(allocating)
+    records += allocating
+    if rank == 0:
         with open(args.json, "w") as f:
             json.dump({"ranks": size, "rounds": args.rounds, "steps": args.steps,
                        "malloc_tuning": args.malloc_tuning, "load": os.getloadavg()[0],

@@ -23,7 +23,8 @@
   X(hcoll_join) X(hcoll_test) X(hcoll_wait) X(hcoll_request_output)                            \
   X(hcoll_request_received_splits) X(hcoll_request_error) X(hcoll_request_free)               \
   X(hcoll_version_string) X(hcoll_allgather_into) X(hcoll_grouped_allgather_into)            \
-  X(hcoll_alltoall_into) X(hcoll_reducescatter_into) X(hcoll_grouped_reducescatter_into)
+  X(hcoll_alltoall_into) X(hcoll_reducescatter_into) X(hcoll_grouped_reducescatter_into)     \
+  X(hcoll_nccl_version) X(hcoll_start_timeline) X(hcoll_stop_timeline)
 /* clang-format on */
 
 /* __typeof__ keeps each pointer's type tied to the header's declaration. */
@@ -89,6 +90,7 @@ int main(int argc, char** argv) {
   CHECK(H.hcoll_comm_local_rank(world, &lrank) == HCOLL_SUCCESS && lrank >= 0);
   CHECK(H.hcoll_comm_local_size(world, &lsize) == HCOLL_SUCCESS && lsize >= 1);
   CHECK(H.hcoll_nccl_built() == 0 || H.hcoll_nccl_built() == 1);
+  CHECK((H.hcoll_nccl_version() == 0) == (H.hcoll_nccl_built() == 0));
 
   /* Grouped allreduce of two tensors: sums of rank + 1 and of 10 * rank. */
   double a[3], b[2];

@@ -9,7 +9,8 @@ if [ "$what" = test ]; then
   # python3-mpi4py pulls in Open MPI and switches the mpicc/mpiexec alternatives: hcoll's build
   # always names mpicc.mpich / mpiexec.mpich (or .openmpi) explicitly.
   packages+=(libopenmpi-dev openmpi-bin python3 python3-numpy python3-mpi4py python3-torch
-             python3-matplotlib clang libclang-rt-14-dev)
+             python3-matplotlib clang libclang-rt-14-dev
+             libtorch-dev pybind11-dev python3-dev)  # the torch.distributed backend's build
   # The pip stage: a venv, pip, and the build backend pip uses offline (--no-build-isolation).
   packages+=(python3-venv python3-pip python3-setuptools python3-wheel)
 fi

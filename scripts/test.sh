@@ -42,11 +42,13 @@ require_tests build-test python.numpy.np2 python.abi.np2 python.torch_errors.np2
   bench.plot bench.plot_quick python.torch_api.np2 python.torch_optimizer.np2 python.torch_syncbn.np3 \
   examples.torch_train.np2 bench.torch_quick.np2 python.failures.raise.np2 \
   python.failures.abort-hook.np2 python.failures.sigint.np2 python.failures.mixed-mpi \
-  python.failures.mixed-mpi-late packaging.python_package
+  python.failures.mixed-mpi-late packaging.python_package \
+  python.c10d.np2 python.c10d_errors.np2 python.c10d_ddp.np2 examples.torch_ddp.np2
 ctest --test-dir build-test --output-on-failure --timeout 300
 
 echo "== Open MPI build: Python binding with mpi4py"
 cmake -S . -B build-test-openmpi -DHCOLL_MPI=openmpi -DHCOLL_BUILD_BENCH=OFF -DHCOLL_WITH_NCCL=OFF \
+      -DHCOLL_WITH_TORCH=OFF \
       -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build build-test-openmpi -j"$jobs" --target hcoll
 require_tests build-test-openmpi python.numpy.np2 python.abi.np2 python.torch_errors.np2 examples.syncbn.np2 \
@@ -66,7 +68,8 @@ build-test-fuzz/hcoll-fuzz-wire -max_total_time="${HCOLL_FUZZ_SECONDS:-45}" -tim
 
 echo "== AddressSanitizer + UBSan build: unit, core, fusion, reliability and loopback tests"
 cmake -S . -B build-test-asan -DHCOLL_MPI=mpich -DCMAKE_BUILD_TYPE=Debug \
-      -DHCOLL_SANITIZE=address,undefined -DHCOLL_BUILD_BENCH=OFF -DHCOLL_WITH_NCCL=OFF
+      -DHCOLL_SANITIZE=address,undefined -DHCOLL_BUILD_BENCH=OFF -DHCOLL_WITH_NCCL=OFF \
+      -DHCOLL_WITH_TORCH=OFF
 cmake --build build-test-asan -j"$jobs"
 # Any report fails the test (halt_on_error); tests/sanitizers/lsan.supp hides hwloc's (and the
 # transports') one-time allocations and, of MPICH, only the split/dup communicators abandoned
@@ -81,12 +84,14 @@ UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$PWD/tests/saniti
 
 echo "== ThreadSanitizer build: the multi-threaded tests (smoke, stall, shutdown, soak, loopback)"
 cmake -S . -B build-test-tsan -DHCOLL_MPI=mpich -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DHCOLL_SANITIZE=thread -DHCOLL_BUILD_BENCH=OFF -DHCOLL_WITH_NCCL=OFF
+      -DHCOLL_SANITIZE=thread -DHCOLL_BUILD_BENCH=OFF -DHCOLL_WITH_NCCL=OFF \
+      -DHCOLL_WITH_TORCH=OFF
 cmake --build build-test-tsan -j"$jobs" \
   --target hcoll-test-smoke hcoll-test-stall hcoll-test-shutdown hcoll-test-soak \
            hcoll-test-allreduce hcoll-test-allgather hcoll-test-broadcast hcoll-test-alltoall \
            hcoll-test-reducescatter hcoll-test-into hcoll-test-names hcoll-test-mismatch \
-           hcoll-test-join_barrier hcoll-test-fusion hcoll-test-cache hcoll-test-progress
+           hcoll-test-join_barrier hcoll-test-fusion hcoll-test-cache hcoll-test-progress \
+           hcoll-test-adasum
 # UCX's memory hooks (libucm, below MPICH) crash inside TSan's interceptors at thread exit, so
 # they are off; MPICH's locks are pthread mutexes TSan sees, so no MPICH suppressions are needed.
 UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_MALLOC_HOOKS=no UCX_MEM_EVENTS=no \
@@ -109,7 +114,8 @@ HCOLL_BUILD_DIR=$pip_dir/cmake CMAKE_BUILD_PARALLEL_LEVEL=$jobs \
 # Outside the source tree, with the check script copied out of it: neither the working directory
 # nor the script's folder can put the source tree's bindings/python/hcoll before the install.
 pip_run=$(mktemp -d)
-cp tests/packaging/pip_installed.py "$pip_run/"
+cp tests/packaging/pip_installed.py tests/python/c10d_testing.py tests/python/test_c10d.py \
+   tests/python/test_c10d_errors.py tests/python/test_c10d_ddp.py examples/torch_ddp.py "$pip_run/"
 # Every module listed must import from the venv's install: a part missing from the wheel fails here
 # instead of its tests silently not running.
 require_installed() {
@@ -121,7 +127,7 @@ assert os.path.realpath(m.__file__).startswith(os.path.realpath(sys.prefix) + '/
 ") || { echo "FAIL: $m does not import from the pip install in $pip_dir/venv"; exit 1; }
   done
 }
-require_installed hcoll hcoll.torch
+require_installed hcoll hcoll.torch hcoll.torch._c10d hcoll.torch.distributed
 # The checks run from the install. Tests added here must not put the source tree on sys.path
 # (tests/python/harness.py does unless HCOLL_TEST_INSTALLED=1) and must name mpiexec.mpich.
 pip_install_tests() {
@@ -129,7 +135,11 @@ pip_install_tests() {
   "$venv_python" pip_installed.py where
   "${mpirun[@]}" pip_installed.py numpy
   "${mpirun[@]}" pip_installed.py torch
-  # ---- issue 27's c10d backend: its tests and the DDP example, from this install, go here ----
+  # The torch.distributed backend (hcoll.torch._c10d from the wheel): its tests and the DDP example.
+  "${mpirun[@]}" test_c10d.py
+  "${mpirun[@]}" test_c10d_errors.py
+  timeout 240 mpiexec.mpich -n 2 "$venv_python" test_c10d_ddp.py
+  "${mpirun[@]}" torch_ddp.py --steps 3
 }
 (cd "$pip_run" && unset PYTHONPATH HCOLL_LIBRARY && export HCOLL_TEST_INSTALLED=1 &&
   pip_install_tests)

@@ -8,6 +8,8 @@
 #include "bindings/c/errors.h"
 #include "bindings/c/state.h"
 #include "bindings/c/tensor_checks.h"
+#include "common/adasum.h"
+#include "common/op_traits.h"
 #include "hcoll/hcoll.h"
 
 namespace hcoll::bindings {
@@ -139,6 +141,9 @@ class Submission {
   hcoll_status_t setReduction(int op, double prescale, double postscale) {
     if (hcoll_status_t s = checkReduceOp(function_, op, prescale, postscale); s != HCOLL_SUCCESS)
       return s;
+    if (op == HCOLL_ADASUM) {
+      if (hcoll_status_t s = checkAdasum(); s != HCOLL_SUCCESS) return s;
+    }
     for (size_t i = 0; i < op_->inputs.size(); ++i) {
       const bool many = op_->inputs.size() > 1;
       CheckContext ctx{function_, many ? "ins" : "in", many ? static_cast<int>(i) : -1};
@@ -157,6 +162,33 @@ class Submission {
     op_->spec.op = static_cast<ReduceOp>(op);
     op_->spec.prescale = prescale;
     op_->spec.postscale = postscale;
+    return HCOLL_SUCCESS;
+  }
+
+  // Adasum (common/adasum.h): an allreduce of floating host tensors.
+  hcoll_status_t checkAdasum() {
+    if (op_->spec.kind != OpKind::kAllreduce) {
+      return fail(HCOLL_ERR_INVALID_ARGUMENT,
+                  std::string(function_) + ": HCOLL_ADASUM is an allreduce operator only");
+    }
+    for (size_t i = 0; i < op_->inputs.size(); ++i) {
+      const bool many = op_->inputs.size() > 1;
+      CheckContext ctx{function_, many ? "ins" : "in", many ? static_cast<int>(i) : -1};
+      const TensorDesc& in = op_->inputs[i];
+      if (in.device != kHostDevice) {
+        return fail(HCOLL_ERR_UNSUPPORTED, std::string(function_) + ": " + ctx.where() +
+                                               ": HCOLL_ADASUM runs on host memory only, not on "
+                                               "CUDA device " +
+                                               std::to_string(in.device));
+      }
+      if (!adasum::supports(in.dtype)) {
+        return fail(HCOLL_ERR_INVALID_ARGUMENT,
+                    std::string(function_) + ": " + ctx.where() +
+                        ": HCOLL_ADASUM needs a floating dtype (float16, bfloat16, float32 or "
+                        "float64), not " +
+                        dataTypeName(in.dtype));
+      }
+    }
     return HCOLL_SUCCESS;
   }
 
@@ -212,6 +244,7 @@ class Submission {
   }
 
   const char* function() const { return function_; }
+  const char* kindName() const { return traitsOf(op_->spec.kind).name; }
 
  private:
   std::string memberName(size_t i) const {
@@ -260,19 +293,30 @@ hcoll_status_t allreduce(const char* fn, hcoll_comm_t comm, const char* name, in
 }
 
 // `into`: a *_into call; `outs` (n caller outputs) and `options` are read only then.
+// The sequence of the collectives on rows (allgather, reducescatter): `n` members from `ins`
+// (grouped: a group of n), then, for a *_into call, the caller's outputs (`outs`, and `options`).
+hcoll_status_t beginRows(Submission& sub, hcoll_comm_t comm, const char* name, int n,
+                         bool grouped, const hcoll_tensor_t* ins, bool into,
+                         const hcoll_tensor_t* outs, const hcoll_op_options_t* options,
+                         hcoll_request_t* req) {
+  HCOLL_TRY_(sub.begin(comm, name, req));
+  if (into) HCOLL_TRY_(checkOptions(sub.function(), options));
+  if (grouped) HCOLL_TRY_(checkGroupSize(sub.function(), n, ins));
+  if (grouped) sub.reserve(n);
+  for (int i = 0; i < n; ++i)
+    HCOLL_TRY_(sub.addMember(i, grouped, ins == nullptr ? nullptr : &ins[i], nullptr));
+  HCOLL_TRY_(sub.requireRows(sub.kindName()));
+  for (int i = 0; i < n && into; ++i)
+    HCOLL_TRY_(sub.addCallerOutput(i, grouped, outs == nullptr ? nullptr : &outs[i]));
+  return HCOLL_SUCCESS;
+}
+
+// `into`: a *_into call; `outs` (n caller outputs) and `options` are read only then.
 hcoll_status_t allgather(const char* fn, hcoll_comm_t comm, const char* name, int n, bool grouped,
                          const hcoll_tensor_t* ins, bool into, const hcoll_tensor_t* outs,
                          const hcoll_op_options_t* options, hcoll_request_t* req) {
   Submission sub(fn, OpKind::kAllgather);
-  HCOLL_TRY_(sub.begin(comm, name, req));
-  if (into) HCOLL_TRY_(checkOptions(fn, options));
-  if (grouped) HCOLL_TRY_(checkGroupSize(fn, n, ins));
-  if (grouped) sub.reserve(n);
-  for (int i = 0; i < n; ++i)
-    HCOLL_TRY_(sub.addMember(i, grouped, ins == nullptr ? nullptr : &ins[i], nullptr));
-  HCOLL_TRY_(sub.requireRows("allgather"));
-  for (int i = 0; i < n && into; ++i)
-    HCOLL_TRY_(sub.addCallerOutput(i, grouped, outs == nullptr ? nullptr : &outs[i]));
+  HCOLL_TRY_(beginRows(sub, comm, name, n, grouped, ins, into, outs, options, req));
   return sub.submit();
 }
 
@@ -293,15 +337,7 @@ hcoll_status_t reducescatter(const char* fn, hcoll_comm_t comm, const char* name
                              double postscale, bool into, const hcoll_tensor_t* outs,
                              const hcoll_op_options_t* options, hcoll_request_t* req) {
   Submission sub(fn, OpKind::kReducescatter);
-  HCOLL_TRY_(sub.begin(comm, name, req));
-  if (into) HCOLL_TRY_(checkOptions(fn, options));
-  if (grouped) HCOLL_TRY_(checkGroupSize(fn, n, ins));
-  if (grouped) sub.reserve(n);
-  for (int i = 0; i < n; ++i)
-    HCOLL_TRY_(sub.addMember(i, grouped, ins == nullptr ? nullptr : &ins[i], nullptr));
-  HCOLL_TRY_(sub.requireRows("reducescatter"));
-  for (int i = 0; i < n && into; ++i)
-    HCOLL_TRY_(sub.addCallerOutput(i, grouped, outs == nullptr ? nullptr : &outs[i]));
+  HCOLL_TRY_(beginRows(sub, comm, name, n, grouped, ins, into, outs, options, req));
   HCOLL_TRY_(sub.setReduction(op, prescale, postscale));
   return sub.submit();
 }

@@ -1,5 +1,6 @@
 // Lifecycle and library information.
 
+#include <cstdio>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -108,6 +109,36 @@ HCOLL_API const char* hcoll_version_string(void) {
 }
 
 HCOLL_API int hcoll_nccl_built(void) { return HCOLL_WITH_NCCL; }
+
+HCOLL_API int hcoll_nccl_version(void) {
+  // The backend names its build as "NCCL <major>.<minor>.<patch>"; the code is NCCL's own
+  // NCCL_VERSION_CODE formula (the one Horovod's nccl_built() returns).
+  const char* version = hcoll::runtime::Runtime::backendVersion("nccl");
+  int major = 0, minor = 0, patch = 0;
+  if (version == nullptr || std::sscanf(version, "NCCL %d.%d.%d", &major, &minor, &patch) != 3) {
+    return 0;
+  }
+  return major <= 2 && minor < 9 ? major * 1000 + minor * 100 + patch
+                                 : major * 10000 + minor * 100 + patch;
+}
+
+HCOLL_API hcoll_status_t hcoll_start_timeline(const char* path) {
+  return guarded("hcoll_start_timeline", [&] {
+    if (path == nullptr)
+      return fail(HCOLL_ERR_INVALID_ARGUMENT, "hcoll_start_timeline: path is NULL");
+    hcoll::Status s = hcoll::runtime::Runtime::startTimeline(path);
+    return s.isOk() ? HCOLL_SUCCESS
+                    : toC(hcoll::Status(s.code(), "hcoll_start_timeline: " + s.message()));
+  });
+}
+
+HCOLL_API hcoll_status_t hcoll_stop_timeline(void) {
+  return guarded("hcoll_stop_timeline", [&] {
+    hcoll::Status s = hcoll::runtime::Runtime::stopTimeline();
+    return s.isOk() ? HCOLL_SUCCESS
+                    : toC(hcoll::Status(s.code(), "hcoll_stop_timeline: " + s.message()));
+  });
+}
 
 HCOLL_API const char* hcoll_mpi_version(void) {
   const char* version = hcoll::runtime::Runtime::backendVersion("mpi");

@@ -70,13 +70,22 @@ typedef enum {
   HCOLL_BOOL = 10
 } hcoll_dtype_t;
 
-/* Reduction operators. AVERAGE is SUM followed by a multiplication with 1/N. */
+/* Reduction operators. AVERAGE is SUM followed by a multiplication with 1/N.
+ * ADASUM is Horovod's adaptive summation (Maleki et al., MLSys 2021): the pairwise
+ * adasum(a, b) = (1 - a.b / (2|a|^2)) a + (1 - a.b / (2|b|^2)) b applied over a fixed tree of the
+ * ranks (docs/api.md), per tensor also in a grouped call (dot products never span tensors).
+ * Allreduce only (reducescatter: HCOLL_ERR_INVALID_ARGUMENT), host memory only (a CUDA tensor:
+ * HCOLL_ERR_UNSUPPORTED), float16/bfloat16/float32/float64 only (any other dtype:
+ * HCOLL_ERR_INVALID_ARGUMENT). prescale multiplies each input before the reduction and postscale
+ * the result, as for SUM. A zero vector is the identity (adasum(a, 0) = a), so a joined rank's
+ * zeros leave the result of the others unchanged. Every rank gets bitwise the same result. */
 typedef enum {
   HCOLL_SUM = 0,
   HCOLL_AVERAGE = 1,
   HCOLL_MIN = 2,
   HCOLL_MAX = 3,
-  HCOLL_PRODUCT = 4
+  HCOLL_PRODUCT = 4,
+  HCOLL_ADASUM = 5
 } hcoll_reduce_op_t;
 
 #define HCOLL_DEVICE_HOST (-1)
@@ -219,6 +228,24 @@ HCOLL_API const char* hcoll_last_error(void);
 /* Returns 1 if this library was built with the NCCL backend, else 0. */
 HCOLL_API int hcoll_nccl_built(void);
 
+/* Returns the version of NCCL this library was built against as NCCL_VERSION_CODE computes it
+ * (e.g. 22809 for 2.28.9, 2708 for 2.7.8), or 0 without the NCCL backend. Static; no NCCL call. */
+HCOLL_API int hcoll_nccl_version(void);
+
+/* Starts writing this process's timeline (the Chrome-trace JSON of HCOLL_TIMELINE, same per-rank
+ * file names: "%r" in `path` becomes the rank, else ".<rank>" is appended when there are several
+ * ranks) from now on. A timeline being written is finished first (a valid JSON file), so calling
+ * it again switches files. Local, not collective; does not block on other ranks.
+ * [in] path: the file (not NULL, not empty, not a directory).
+ * Returns SUCCESS, INVALID_ARGUMENT (bad path, file cannot be opened: nothing changes),
+ * NOT_INITIALIZED. */
+HCOLL_API hcoll_status_t hcoll_start_timeline(const char* path);
+
+/* Stops the timeline: its file is finished (valid JSON) and closed; nothing is recorded until the
+ * next hcoll_start_timeline. SUCCESS also when none was being written. Returns SUCCESS,
+ * NOT_INITIALIZED. Local, not collective. */
+HCOLL_API hcoll_status_t hcoll_stop_timeline(void);
+
 /* Returns the MPI this library was built against, e.g. "MPICH 4.0.2" (static; no MPI call). One
  * process can use only one MPI: hcoll_initialize fails with UNSUPPORTED, before calling MPI, when
  * the process has loaded another one (e.g. Open MPI through mpi4py against an MPICH build). */
@@ -320,7 +347,10 @@ HCOLL_API hcoll_status_t hcoll_comm_stats(hcoll_comm_t comm, hcoll_comm_stats_t*
  * postscale); CUDA tensors (NCCL) are rounded to 16 bits at each reduction step. For bool,
  * SUM/MAX are OR and MIN/PRODUCT are AND; scaling or AVERAGE of bool is INVALID_ARGUMENT.
  * Every rank gets the same result: floating-point MIN/MAX of host tensors are NaN if any input
- * is NaN and order -0 below +0, whatever order the ranks' values are combined in. */
+ * is NaN and order -0 below +0, whatever order the ranks' values are combined in.
+ * HCOLL_ADASUM (see hcoll_reduce_op_t): floating host tensors only, each tensor of a grouped
+ * call reduced on its own; errors at submission: INVALID_ARGUMENT (other dtype), UNSUPPORTED
+ * (CUDA tensor). */
 HCOLL_API hcoll_status_t hcoll_allreduce(hcoll_comm_t comm, const char* name,
                                          const hcoll_tensor_t* in, const hcoll_tensor_t* out,
                                          hcoll_reduce_op_t op, double prescale, double postscale,

@@ -54,6 +54,18 @@ class Collectives {
                                    const std::vector<size_t>& recvCounts, DataType dtype,
                                    ReduceOp op) = 0;
   virtual PendingPtr barrier() = 0;
+  // Adasum (common/adasum.h) of `buf` across the ranks, in place: `count` elements of a floating
+  // `dtype`, the concatenation of tensors of tensorCounts[i] elements, each reduced on its own.
+  // Every rank must end with bitwise the same result, that of adasum::reduceAll. A backend
+  // without it (NCCL: device memory) refuses.
+  virtual PendingPtr adasum(void* buf, size_t count, DataType dtype,
+                            const std::vector<size_t>& tensorCounts) {
+    (void)buf;
+    (void)count;
+    (void)dtype;
+    (void)tensorCounts;
+    return finished(Status(Code::kUnsupported, "this backend does not implement Adasum"));
+  }
 };
 
 // A backend's view of one communicator: membership, the negotiation (control) plane, the host

@@ -28,6 +28,9 @@ struct BackendOptions {
   // Runs at process exit before the backend's transport is finalized, and says whether
   // finalizing is safe (no peer is known stuck or gone).
   bool (*beforeExit)() = nullptr;
+  // How long the transport's finalize at exit may wait for peers before the process ends anyway
+  // (a peer that closed cleanly may still die before finalizing): min(stall shutdown time, 30 s).
+  double exitBoundSeconds = 30.0;
 };
 
 // Which memory a backend's collectives serve (BackendInfo::memory bits).

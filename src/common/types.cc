@@ -16,7 +16,7 @@ const char* dataTypeName(DataType t) {
 }
 
 const char* reduceOpName(ReduceOp op) {
-  static const char* const kNames[] = {"sum", "average", "min", "max", "product"};
+  static const char* const kNames[] = {"sum", "average", "min", "max", "product", "adasum"};
   auto i = static_cast<int>(op);
   return i < kNumReduceOps ? kNames[i] : "?";
 }

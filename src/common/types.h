@@ -16,8 +16,8 @@ enum class DataType : uint8_t {
 };
 constexpr int kNumDataTypes = 11;
 
-enum class ReduceOp : uint8_t { kSum = 0, kAverage, kMin, kMax, kProduct };
-constexpr int kNumReduceOps = 5;
+enum class ReduceOp : uint8_t { kSum = 0, kAverage, kMin, kMax, kProduct, kAdasum };
+constexpr int kNumReduceOps = 6;
 
 enum class OpKind : uint8_t {
   kAllreduce = 0, kAllgather, kBroadcast, kAlltoall, kReducescatter, kBarrier, kJoin,

@@ -24,6 +24,15 @@ T truncateSaturating(double x) {
   return static_cast<T>(x);
 }
 
+// float32 is scaled in float by the factor rounded to float, as Horovod scales it (so the
+// results are bit-identical to Horovod's); float64 and the integers in fp64.
+void scaleFloat(void* dst, const void* src, size_t count, double factor) {
+  auto* d = static_cast<float*>(dst);
+  auto* s = static_cast<const float*>(src);
+  const float f = static_cast<float>(factor);
+  for (size_t i = 0; i < count; ++i) d[i] = f * s[i];
+}
+
 template <class T>
 void scaleAs(void* dst, const void* src, size_t count, double factor) {
   auto* d = static_cast<T*>(dst);
@@ -71,7 +80,7 @@ void scaleCopy(void* dst, const void* src, size_t count, DataType dtype, double 
     case DataType::kBfloat16:
       return scaleHalf<bfloat16ToFloat, floatToBfloat16>(dst, src, count, factor);
     case DataType::kFloat32:
-      return scaleAs<float>(dst, src, count, factor);
+      return scaleFloat(dst, src, count, factor);
     case DataType::kFloat64:
       return scaleAs<double>(dst, src, count, factor);
     case DataType::kBool:

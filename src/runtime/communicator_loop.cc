@@ -346,7 +346,7 @@ Communicator::RoundOutcome Communicator::runRoundUnguarded(
   alignAutoNames(round.responses);
   if (round.slowPath) stats_.slowPath.fetch_add(1, std::memory_order_relaxed);
   stats_.cacheHits.fetch_add(round.fromCache, std::memory_order_relaxed);
-  if (timeline_) recordRound(roundStart, round, pending);
+  if (timeline_ && timeline_->active()) recordRound(roundStart, round, pending);
   advanceRecorder(round.responses, pending, FlightState::kRunning);
   execute(executor, round.responses, pending);
   if (!executor.failure().isOk()) {
@@ -371,7 +371,14 @@ Communicator::RoundOutcome Communicator::runRoundUnguarded(
                                  " left the communicator (hcoll_shutdown, hcoll_comm_destroy or "
                                  "process exit)");
       state.broken = true;
-      log_->warn("{}: operations pending here fail with SHUT_DOWN", state.endStatus.message());
+      // A peer's clean exit (nothing pending here) is the normal end of a job, not a warning;
+      // operations it leaves behind are.
+      if (pending.empty()) {
+        log_->info("{}; nothing was pending here", state.endStatus.message());
+      } else {
+        log_->warn("{}: {} operation(s) pending here fail with SHUT_DOWN",
+                   state.endStatus.message(), pending.size());
+      }
     }
     return RoundOutcome::kStop;
   }

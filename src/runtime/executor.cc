@@ -91,7 +91,7 @@ void Executor::execute(const std::vector<ResponsePtr>& responses, PendingOps& pe
         s = internalError(std::string("the executor cannot run ") + opKindName(r.spec.kind));
         break;
     }
-    if (timeline_) recordExecution({op.get()}, r.spec.kind, 1, start);
+    if (timeline_ && timeline_->active()) recordExecution({op.get()}, r.spec.kind, 1, start);
     if (op) finish_(std::move(op), s);
   }
 }
@@ -168,7 +168,7 @@ void Executor::runFusible(const std::vector<const Response*>& run, PendingOps& p
     batch.assign(items.begin() + begin, items.begin() + end);
     const auto start = std::chrono::steady_clock::now();
     Status s = runBatch(kind, batch);
-    if (timeline_) {
+    if (timeline_ && timeline_->active()) {
       std::vector<const LocalOp*> batchOps;
       for (const Item& it : batch) batchOps.push_back(it.op);
       recordExecution(batchOps, kind, batch.size(), start);

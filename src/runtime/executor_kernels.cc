@@ -1,3 +1,5 @@
+// The executor's per-kind steps (executor_internal.h): pack the members, call the backend, unpack
+// into the outputs (caller-provided or from the output pool), for every operation kind.
 #include <algorithm>
 
 #include "runtime/executor_internal.h"
@@ -46,7 +48,9 @@ Status Executor::allreduceBatch(const Plane& plane, const std::vector<Item>& ite
   const OpSpec& spec = items[0].response->spec;
   const DataType dtype = items[0].dtype();
   const size_t elementSize = dataTypeSize(dtype);
-  const double postscale = spec.postscale * (spec.op == ReduceOp::kAverage ? 1.0 / size_ : 1.0);
+  // Average divides the postscale factor by the size, as Horovod does (not × 1/size: the
+  // factor must round the same way).
+  const double postscale = spec.op == ReduceOp::kAverage ? spec.postscale / size_ : spec.postscale;
   size_t total = 0;
   for (const Item& it : items) total += it.elements();
   if (total == 0) return Status::ok();
@@ -58,7 +62,8 @@ Status Executor::allreduceBatch(const Plane& plane, const std::vector<Item>& ite
   if (direct) {  // reduce into the caller's output: no fusion copy
     const Item& it = items[0];
     buffer = static_cast<uint8_t*>(it.op->outputs[it.member].data);
-    if (spec.prescale == 1.0 && it.input().data != buffer) {
+    // (Adasum reduces in place only.)
+    if (spec.prescale == 1.0 && it.input().data != buffer && spec.op != ReduceOp::kAdasum) {
       send = it.input().data;  // out of place: the backend reads the input (no copy pass)
     } else {
       HCOLL_RETURN_IF_ERROR(
@@ -80,9 +85,16 @@ Status Executor::allreduceBatch(const Plane& plane, const std::vector<Item>& ite
       offset += it.elements();
     }
   }
-  HCOLL_RETURN_IF_ERROR(
-      submitAndWait(plane.collectives->allreduce(send, buffer, total, dtype, spec.op),
-                    total * elementSize, items.size()));
+  backends::PendingPtr reduction;
+  if (spec.op == ReduceOp::kAdasum) {  // not element-wise: it needs the tensors' boundaries
+    std::vector<size_t> tensorCounts;
+    tensorCounts.reserve(items.size());
+    for (const Item& it : items) tensorCounts.push_back(it.elements());
+    reduction = plane.collectives->adasum(buffer, total, dtype, tensorCounts);
+  } else {
+    reduction = plane.collectives->allreduce(send, buffer, total, dtype, spec.op);
+  }
+  HCOLL_RETURN_IF_ERROR(submitAndWait(std::move(reduction), total * elementSize, items.size()));
   size_t offset = 0;
   for (const Item& it : items) {
     if (it.op) {
@@ -189,7 +201,9 @@ Status Executor::reducescatterBatch(const Plane& plane, const std::vector<Item>&
   const OpSpec& spec = items[0].response->spec;
   const DataType dtype = items[0].dtype();
   const size_t elementSize = dataTypeSize(dtype);
-  const double postscale = spec.postscale * (spec.op == ReduceOp::kAverage ? 1.0 / size_ : 1.0);
+  // Average divides the postscale factor by the size, as Horovod does (not × 1/size: the
+  // factor must round the same way).
+  const double postscale = spec.op == ReduceOp::kAverage ? spec.postscale / size_ : spec.postscale;
   const size_t n = static_cast<size_t>(size_);
   // Rank-major layout: rank 0's rows of every item, then rank 1's, ...
   std::vector<size_t> counts(n, 0);

@@ -1,3 +1,5 @@
+// Where a batch runs and how long its steps may take (executor_internal.h): the host plane on the
+// communicator's thread, device planes on their streams, each data phase under the stall bound.
 #include <mutex>
 
 #include "runtime/executor_internal.h"

@@ -57,6 +57,11 @@ Status Runtime::initialize(const InitOptions& options) {
   backendOptions.externalWorld = options.externalWorld;
   backendOptions.localRanks = options.localRanks;
   backendOptions.beforeExit = shutdownBeforeFinalize;
+  // Exit is bounded in every case: no longer than a stall may last, and never more than 30 s
+  // (a stall shutdown time of 0 means never).
+  constexpr double kMaxExitSeconds = 30.0;
+  const double stall = rt->config_.stallShutdownSeconds;
+  backendOptions.exitBoundSeconds = stall > 0 ? std::min(stall, kMaxExitSeconds) : kMaxExitSeconds;
   HCOLL_RETURN_IF_ERROR(info->create(backendOptions, &rt->backend_));
   gBackendInfo = info;
   rt->backendName_ = info->name;
@@ -65,9 +70,11 @@ Status Runtime::initialize(const InitOptions& options) {
   logging::configure(rt->config_.logLevel, firstRank);
   FlightRecorder::configure(rt->config_.flightRecorderPath, firstRank);
   fusion::FusionAllocator::instance().setThreshold(rt->config_.fusionThresholdBytes);
+  rt->timeline_ = std::make_unique<Timeline>(firstRank, rt->backend_->worldSize());
   if (!rt->config_.timelinePath.empty()) {
-    HCOLL_RETURN_IF_ERROR(Timeline::open(rt->config_.timelinePath, firstRank,
-                                         rt->backend_->worldSize(), &rt->timeline_));
+    if (Status s = rt->timeline_->start(rt->config_.timelinePath); !s.isOk()) {
+      return Status(s.code(), "HCOLL_TIMELINE: " + s.message());
+    }
   }
   std::vector<std::unique_ptr<backends::Channel>> channels(rt->hostedRanks_.size());
   for (size_t i = 0; i < channels.size(); ++i) {
@@ -135,15 +142,9 @@ Status Runtime::adopt(std::unique_ptr<backends::Channel> channel,
     out->reset();
     return Status::ok();
   }
-  int timelineTrack = -1;
-  if (timeline_) {
-    timelineTrack =
-        timeline_->registerCommunicator(std::string(worlds_.size() < hostedRanks_.size()
-                                                        ? "world"
-                                                        : "communicator") +
-                                        " (" +
-                                        std::to_string(channel->size()) + " ranks)");
-  }
+  const int timelineTrack = timeline_->registerCommunicator(
+      std::string(worlds_.size() < hostedRanks_.size() ? "world" : "communicator") + " (" +
+      std::to_string(channel->size()) + " ranks)");
   auto comm =
       std::make_shared<Communicator>(std::move(channel), config_, timeline_.get(), timelineTrack);
   {
@@ -239,6 +240,19 @@ Status Runtime::setTimeout(Communicator& comm, double seconds) {
     return Status(Code::kMismatch, buf);
   }
   comm.setStallShutdownSeconds(seconds);
+  return Status::ok();
+}
+
+Status Runtime::startTimeline(const std::string& path) {
+  std::shared_ptr<Runtime> rt = current();
+  if (!rt) return Status(Code::kNotInitialized, "hcoll is not initialized");
+  return rt->timeline_->start(path);
+}
+
+Status Runtime::stopTimeline() {
+  std::shared_ptr<Runtime> rt = current();
+  if (!rt) return Status(Code::kNotInitialized, "hcoll is not initialized");
+  rt->timeline_->stop();
   return Status::ok();
 }
 

@@ -66,6 +66,10 @@ class Runtime {
   // Whether CUDA tensors on `device` can be used in this process (kUnsupported says why not) and
   // `data` is memory of that device (kInvalidArgument), and whether the device backend reduces
   // `dtype`: checked at submission.
+  // Starts (or restarts on another file) / stops the timeline of this process at run time, as
+  // HCOLL_TIMELINE does at initialize. Local: each process decides for itself.
+  static Status startTimeline(const std::string& path);
+  static Status stopTimeline();
   static Status checkDeviceMemory(int32_t device, const void* data);
   static Status checkDeviceReduction(DataType dtype);
   // Collective: drains and stops `comm` (not the world).
@@ -82,7 +86,7 @@ class Runtime {
 
   Config config_;
   std::unique_ptr<backends::Backend> backend_;
-  std::unique_ptr<Timeline> timeline_;  // null unless HCOLL_TIMELINE is set
+  std::unique_ptr<Timeline> timeline_;  // writing between start() and stop()
   std::shared_ptr<const OutputAllocator> outputs_;
   std::vector<std::shared_ptr<Communicator>> worlds_;  // one per hosted rank
   std::vector<int> hostedRanks_;

@@ -65,33 +65,52 @@ std::string jsonEscape(const std::string& s) {
   return out;
 }
 
-Status Timeline::open(const std::string& path, int worldRank, int worldSize,
-                      std::unique_ptr<Timeline>* out) {
+Status Timeline::start(const std::string& path) {
   std::string file = path;
+  if (path.empty()) return invalidArgument("the path is empty");
   // A directory would get hidden per-rank files "<dir>/.0", "<dir>/.1" (or, at one rank, fail
-  // to open): refused as the value of the variable, like an unwritable path.
+  // to open): refused like an unwritable path.
   std::error_code ec;
-  if (!path.empty() && (path.back() == '/' || std::filesystem::is_directory(path, ec))) {
-    return invalidArgument("HCOLL_TIMELINE: '" + path +
+  if (path.back() == '/' || std::filesystem::is_directory(path, ec)) {
+    return invalidArgument("'" + path +
                            "' is a directory; it must name a file (per-rank files get the "
                            "suffix .<rank>, or %r is replaced by the rank)");
   }
   if (auto at = file.find("%r"); at != std::string::npos) {
-    file.replace(at, 2, std::to_string(worldRank));
-  } else if (worldSize > 1) {
-    file += "." + std::to_string(worldRank);
+    file.replace(at, 2, std::to_string(worldRank_));
+  } else if (worldSize_ > 1) {
+    file += "." + std::to_string(worldRank_);
   }
+  std::lock_guard<std::mutex> lock(mutex_);
+  closeFile();  // before opening: restarting on the same path truncates a finished file
   std::FILE* f = std::fopen(file.c_str(), "w");
-  if (f == nullptr) return invalidArgument("HCOLL_TIMELINE: cannot open '" + file + "' for writing");
+  if (f == nullptr) return invalidArgument("cannot open '" + file + "' for writing");
   std::fputs("[\n", f);
-  out->reset(new Timeline(f, Clock::now()));
+  file_ = f;
+  first_ = true;
+  origin_ = Clock::now();
+  rows_.clear();
+  nextRow_.clear();
+  for (int comm = 0; comm < static_cast<int>(labels_.size()); ++comm) writeTrackNames(comm);
+  active_.store(true, std::memory_order_relaxed);
   return Status::ok();
 }
 
-Timeline::~Timeline() {
+void Timeline::stop() {
   std::lock_guard<std::mutex> lock(mutex_);
+  closeFile();
+}
+
+Timeline::~Timeline() {
+  stop();
+}
+
+void Timeline::closeFile() {
+  active_.store(false, std::memory_order_relaxed);
+  if (file_ == nullptr) return;
   std::fputs("\n]\n", file_);
   std::fclose(file_);
+  file_ = nullptr;
 }
 
 int64_t Timeline::micros(Clock::time_point t) const {
@@ -99,6 +118,7 @@ int64_t Timeline::micros(Clock::time_point t) const {
 }
 
 void Timeline::writeEvent(const std::string& json) {
+  if (file_ == nullptr) return;
   if (!first_) std::fputs(",\n", file_);
   first_ = false;
   std::fputs(json.c_str(), file_);
@@ -106,14 +126,19 @@ void Timeline::writeEvent(const std::string& json) {
 
 int Timeline::registerCommunicator(const std::string& label) {
   std::lock_guard<std::mutex> lock(mutex_);
-  int id = nextComm_++;
-  nextRow_[id] = 1;
-  std::string pid = std::to_string(id);
-  writeEvent(R"({"name":"process_name","ph":"M","pid":)" + pid + R"(,"args":{"name":")" +
-             std::to_string(id) + ": " + jsonEscape(label) + R"("}})");
+  const int id = static_cast<int>(labels_.size());
+  labels_.push_back(label);
+  writeTrackNames(id);
+  return id;
+}
+
+void Timeline::writeTrackNames(int comm) {
+  nextRow_[comm] = 1;
+  const std::string pid = std::to_string(comm);
+  writeEvent(R"({"name":"process_name","ph":"M","pid":)" + pid + R"(,"args":{"name":")" + pid +
+             ": " + jsonEscape(labels_[comm]) + R"("}})");
   writeEvent(R"({"name":"thread_name","ph":"M","pid":)" + pid +
              R"(,"tid":0,"args":{"name":"negotiation cycles"}})");
-  return id;
 }
 
 int Timeline::rowOf(int comm, const std::string& name) {
@@ -130,6 +155,7 @@ int Timeline::rowOf(int comm, const std::string& name) {
 void Timeline::cycle(int comm, Clock::time_point start, Clock::time_point end, bool slowPath,
                      size_t responses) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (file_ == nullptr) return;
   writeEvent(R"({"name":"CYCLE","ph":"X","pid":)" + std::to_string(comm) + R"(,"tid":0,"ts":)" +
              std::to_string(micros(start)) + R"(,"dur":)" + std::to_string(micros(end) - micros(start)) +
              R"(,"args":{"slow_path":)" + (slowPath ? "true" : "false") + R"(,"responses":)" +
@@ -140,6 +166,7 @@ void Timeline::tensorSpan(int comm, const std::string& name, const char* phase,
                           Clock::time_point start, Clock::time_point end,
                           const std::string& argsJson) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (file_ == nullptr) return;
   int tid = rowOf(comm, name);
   writeEvent(R"({"name":")" + std::string(phase) + R"(","ph":"X","pid":)" + std::to_string(comm) +
              R"(,"tid":)" + std::to_string(tid) + R"(,"ts":)" + std::to_string(micros(start)) +

@@ -6,6 +6,8 @@
 #include <string>
 #include <type_traits>
 
+#include "common/adasum.h"
+
 namespace hcoll::runtime::wire {
 namespace {
 
@@ -142,6 +144,8 @@ const char* getSpec(Reader& r, OpSpec* s) {
   if (!r.getString(&s->name, kMaxNameLength)) return "bad name";
   if (!getEnum(r, &s->kind, kNumOpKinds)) return "bad operation kind";
   if (!getEnum(r, &s->op, kNumReduceOps)) return "bad reduce op";
+  // Adasum is not element-wise: backends run it for allreduce only (the C API's rule).
+  if (s->op == ReduceOp::kAdasum && s->kind != OpKind::kAllreduce) return "Adasum off allreduce";
   if (!r.get(&s->prescale) || !r.get(&s->postscale) || !r.get(&s->root) || !r.get(&s->device)) {
     return "truncated operation";
   }
@@ -157,6 +161,7 @@ const char* getSpec(Reader& r, OpSpec* s) {
     if (m.shape.size() > static_cast<size_t>(kMaxNdim)) return "too many dimensions";
     if (!allNonNegative(m.shape)) return "negative dimension";
     if (!byteCountsFit(m.shape, m.dtype)) return "shape overflows the element count";
+    if (s->op == ReduceOp::kAdasum && !adasum::supports(m.dtype)) return "Adasum of a non-float";
   }
   if (!r.getVector(&s->splits)) return "truncated splits";
   if (!allNonNegative(s->splits)) return "negative split";

@@ -58,9 +58,11 @@ inline double value(hcoll_dtype_t t, hcoll_reduce_op_t op, int r, int64_t i) {
 }
 
 // Applies a scale factor the way SPEC says: integers in double and truncated toward zero,
-// float16/bfloat16 rounded back to their type (exact for the factors the tests use).
+// float32 in float by the factor rounded to float (Horovod's formula), float16/bfloat16 rounded
+// back to their type (exact for the factors the tests use).
 inline double scaled(hcoll_dtype_t t, double x, double factor) {
   if (factor == 1.0) return x;
+  if (t == HCOLL_FLOAT32) return static_cast<float>(x) * static_cast<float>(factor);
   double y = x * factor;
   if (!isFloat(t)) return static_cast<double>(static_cast<int64_t>(y));
   if (t == HCOLL_FLOAT32 || t == HCOLL_FLOAT16 || t == HCOLL_BFLOAT16) {
@@ -86,7 +88,7 @@ inline double expected(hcoll_dtype_t t, hcoll_reduce_op_t op, int n, int64_t i,
       case HCOLL_PRODUCT: acc = t == HCOLL_BOOL ? (acc && x) : acc * x; break;
     }
   }
-  const double post = postscale * (op == HCOLL_AVERAGE ? 1.0 / n : 1.0);
+  const double post = op == HCOLL_AVERAGE ? postscale / n : postscale;
   return scaled(t, acc, post);
 }
 

@@ -311,3 +311,57 @@ HTEST_CASE("allreduce: every rank gets bitwise the same result, NaN and signed z
     }
   }
 }
+
+// The values of MIN/MAX, not only the ranks' agreement (common/reduce.h's rules, on every host
+// backend): a NaN on any one rank gives NaN, and -0 orders below +0, whichever rank holds the
+// NaN or the negative zero. Each rank in turn holds it, on both sides of the point-to-point
+// threshold (MPI's own collectives with hcoll's user ops, and the point-to-point schedules).
+HTEST_CASE("allreduce: MIN/MAX propagate NaN and order -0 below +0 on whichever rank holds them",
+           "[allreduce][nan]") {
+  const int r = worldRank();
+  const int n = worldSize();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (int64_t elements : {int64_t{8}, int64_t{4099}}) {
+    for (hcoll_dtype_t dtype : {HCOLL_FLOAT32, HCOLL_FLOAT64, HCOLL_FLOAT16, HCOLL_BFLOAT16}) {
+      for (hcoll_reduce_op_t op : {HCOLL_MIN, HCOLL_MAX}) {
+        for (int holder = 0; holder < n; ++holder) {
+          const bool mine = r == holder;
+          // Element 4k: NaN on the holder, 1 elsewhere. 4k+1: NaN elsewhere, 1 on the holder
+          // (with one rank, 1). 4k+2: -0 on the holder, +0 elsewhere. 4k+3: the reverse.
+          Tensor in(dtype, {elements});
+          for (int64_t i = 0; i < elements; ++i) {
+            switch (i % 4) {
+              case 0: in.set(i, mine ? nan : 1.0); break;
+              case 1: in.set(i, mine ? 1.0 : nan); break;
+              case 2: in.set(i, mine ? -0.0 : 0.0); break;
+              default: in.set(i, mine ? 0.0 : -0.0); break;
+            }
+          }
+          auto desc = in.desc();
+          hcoll_request_t req = HCOLL_REQUEST_NULL;
+          const std::string name = "nanrule." + std::to_string(elements) + "." +
+                                   dtypeName(dtype) + "." + opName(op) + "." +
+                                   std::to_string(holder);
+          HCOLL_REQUIRE_OK(
+              hcoll_allreduce(world(), name.c_str(), &desc, &desc, op, 1.0, 1.0, &req));
+          HCOLL_REQUIRE_OK(waitAndFree(req));
+          auto right = [&](int64_t i) {
+            const double got = in.get(i);
+            if (i % 4 == 0) return std::isnan(got);
+            if (i % 4 == 1) return n == 1 ? got == 1.0 : std::isnan(got);
+            // Both zeros meet whenever n > 1; one rank keeps its own.
+            const bool negative = n == 1 ? (i % 4 == 2) == mine : op == HCOLL_MIN;
+            return got == 0.0 && std::signbit(got) == negative;
+          };
+          int64_t wrong = -1;
+          for (int64_t i = 0; i < elements && wrong < 0; ++i) {
+            if (!right(i)) wrong = i;
+          }
+          HINFO(name << ": first wrong element " << wrong << " = "
+                     << (wrong < 0 ? 0.0 : in.get(wrong)));
+          HREQUIRE(wrong == -1);
+        }
+      }
+    }
+  }
+}

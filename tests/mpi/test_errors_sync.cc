@@ -91,7 +91,7 @@ TEST_CASE("sync errors: bad enums, ndim, dims, element-count overflow", "[errors
   EXPECT_FAILS(E, hcoll_allreduce(w, "x", &bad, &bad, HCOLL_SUM, 1, 1, &req));
   bad.dtype = static_cast<hcoll_dtype_t>(-1);
   EXPECT_FAILS(E, hcoll_allgather(w, "x", &bad, &req));
-  EXPECT_FAILS(E, hcoll_allreduce(w, "x", &d, &d, static_cast<hcoll_reduce_op_t>(5), 1, 1, &req));
+  EXPECT_FAILS(E, hcoll_allreduce(w, "x", &d, &d, static_cast<hcoll_reduce_op_t>(6), 1, 1, &req));
   EXPECT_FAILS(E, hcoll_allreduce(w, "x", &d, &d, static_cast<hcoll_reduce_op_t>(-1), 1, 1, &req));
   EXPECT_FAILS(E, hcoll_reducescatter(w, "x", &d, static_cast<hcoll_reduce_op_t>(99), 1, 1, &req));
   bad = d;

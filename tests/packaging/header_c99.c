@@ -11,6 +11,7 @@ typedef char check_success[HCOLL_SUCCESS == 0 ? 1 : -1];
 typedef char check_internal[HCOLL_ERR_INTERNAL == -12 ? 1 : -1];
 typedef char check_bool[HCOLL_BOOL == 10 ? 1 : -1];
 typedef char check_product[HCOLL_PRODUCT == 4 ? 1 : -1];
+typedef char check_adasum[HCOLL_ADASUM == 5 ? 1 : -1];
 typedef char check_undefined[HCOLL_UNDEFINED == -32766 ? 1 : -1];
 
 int main(void) {

@@ -255,6 +255,18 @@ def test_stats():
     assert s["cycles"] > 0 and s["backend_calls"] > 0 and s["bytes"] > 0
 
 
+def test_stats_reads_caller_rounds():
+    # A waiting caller runs rounds itself (caller progress, on by default); the binding must ask
+    # for that field too (its mask once lacked the bit, and caller_rounds always read 0). A pause
+    # before each call lets the communicator's thread fall asleep, as in test_progress.cc.
+    import time
+    before = W.stats()["caller_rounds"]
+    for k in range(30):
+        time.sleep(0.001)
+        done(W.allreduce(np.ones(4, dtype=np.float32), name=f"caller_rounds.{k}"))
+    assert W.stats()["caller_rounds"] > before
+
+
 def test_request_test_polls():
     req = W.allreduce(np.ones(3, dtype=np.float32), name="poll")
     import time

@@ -150,9 +150,11 @@ def test_mismatch_raises_everywhere():
 # Gradients against finite differences of the global loss L = sum over ranks of <w_r, f(x)_r>
 # ------------------------------------------------------------------------------------------------
 
-def fd_check(fn, rows, cols=2, what=""):
+def fd_check(fn, rows, cols=2, what="", scale=1.0):
     """fn(x) -> output (a collective). Every rank perturbs, in turn, each element of one rank's
-    input; the change of L (allreduced) must match that rank's autograd gradient."""
+    input; the change of L (allreduced), times `scale`, must match that rank's autograd gradient
+    (scale: Horovod's gradient conventions against the gradient of the sum of the losses, see
+    docs/torch.md)."""
     g = torch.Generator().manual_seed(10 + R)
     x = torch.randn(rows(R), cols, generator=g, dtype=torch.float64)
     xg = x.clone().requires_grad_()
@@ -172,7 +174,7 @@ def fd_check(fn, rows, cols=2, what=""):
             if R == s:
                 plus.view(-1)[j] += h
                 minus.view(-1)[j] -= h
-            fd = (total(plus) - total(minus)) / (2 * h)
+            fd = scale * (total(plus) - total(minus)) / (2 * h)
             if R == s:
                 got = xg.grad.view(-1)[j].item()
                 assert abs(got - fd) <= 1e-6 * max(1.0, abs(fd)), (what, s, j, got, fd)
@@ -182,10 +184,13 @@ def test_differentiable_collectives_vs_finite_differences():
     fd_check(lambda x: hvd.allreduce(x), lambda r: 2, what="allreduce avg")
     fd_check(lambda x: hvd.allreduce(x, op=hvd.Sum, prescale_factor=3.0), lambda r: 2,
              what="allreduce sum")
-    fd_check(lambda x: hvd.allgather(x), lambda r: r + 1, what="allgather")
-    fd_check(lambda x: hvd.broadcast(x, N - 1), lambda r: 2, what="broadcast")
-    fd_check(lambda x: hvd.reducescatter(x), lambda r: N + 1, what="reducescatter avg")
-    fd_check(lambda x: hvd.reducescatter(x, op=hvd.Sum), lambda r: N, what="reducescatter sum")
+    # Horovod averages the gradients of allgather and broadcast (1/N of the sum of the losses'
+    # gradients) and gathers those of reducescatter unscaled for Average, x N for Sum.
+    fd_check(lambda x: hvd.allgather(x), lambda r: r + 1, what="allgather", scale=1.0 / N)
+    fd_check(lambda x: hvd.broadcast(x, N - 1), lambda r: 2, what="broadcast", scale=1.0 / N)
+    fd_check(lambda x: hvd.reducescatter(x), lambda r: N + 1, what="reducescatter avg", scale=N)
+    fd_check(lambda x: hvd.reducescatter(x, op=hvd.Sum), lambda r: N, what="reducescatter sum",
+             scale=N)
     # rank r sends j+1 rows to rank j and keeps its last row back.
     fd_check(lambda x: hvd.alltoall(x, splits=[j + 1 for j in range(N)])[0],
              lambda r: tri(N) + 1, what="alltoall")
@@ -193,7 +198,9 @@ def test_differentiable_collectives_vs_finite_differences():
     fd_check(lambda x: torch.cat(hvd.grouped_allreduce([x, 2 * x], op=hvd.Sum)), lambda r: 2,
              what="grouped allreduce")
     fd_check(lambda x: torch.cat(hvd.grouped_allgather([x, x[:1]]), 0), lambda r: r + 1,
-             what="grouped allgather")
+             what="grouped allgather", scale=1.0 / N)
+    fd_check(lambda x: torch.cat(hvd.grouped_reducescatter([x, 2 * x], op=hvd.Sum)),
+             lambda r: N, what="grouped reducescatter sum", scale=N)
 
 
 def test_cuda_tensors():

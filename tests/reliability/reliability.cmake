@@ -71,6 +71,12 @@ add_test(NAME sigkill.small-phase.np2
           $<TARGET_FILE:hcoll-test-sigkill> 30 small-phase)
 set_tests_properties(sigkill.small-phase.np2 PROPERTIES TIMEOUT 60 LABELS "mpi;reliability"
   PROCESSORS 2 ENVIRONMENT "${stall_env}")
+# And in the middle of an Adasum allreduce (its own point-to-point stages).
+add_test(NAME sigkill.adasum-phase.np2
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/reliability/run_sigkill.sh ${MPIEXEC_EXECUTABLE}
+          $<TARGET_FILE:hcoll-test-sigkill> 30 adasum-phase)
+set_tests_properties(sigkill.adasum-phase.np2 PROPERTIES TIMEOUT 60 LABELS "mpi;reliability"
+  PROCESSORS 2 ENVIRONMENT "${stall_env}")
 
 # Unit tests of the flight recorder (internals: the static core).
 add_executable(hcoll-reliability-unit reliability/test_flight_recorder.cc)
@@ -102,6 +108,17 @@ hcoll_add_leave_test(abort 2 5 nonzero)
 hcoll_add_leave_test(set-timeout 2 15 any:8 ${CMAKE_CURRENT_BINARY_DIR}/leave-timeout.done)
 hcoll_add_leave_test(stuck-transfer 2 30 any:4 ${CMAKE_CURRENT_BINARY_DIR}/leave-stuck.pid)
 hcoll_add_leave_test(killed-transfer 2 30 any:2 ${CMAKE_CURRENT_BINARY_DIR}/leave-killed.pid)
+
+# Bounded exit: rank 1 never reaches its MPI_Finalize after a clean close (stopped, then
+# SIGKILLed), with MPICH's launcher clean-up off: rank 0's exit ends within the watchdog's bound
+# (3 s here: the stall shutdown time) with status 0 (run_exit_bound.sh).
+if(HCOLL_MPI STREQUAL "mpich")
+  add_test(NAME leave.peer-dies-after-close.np2
+    COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/reliability/run_exit_bound.sh ${MPIEXEC_EXECUTABLE}
+            $<TARGET_FILE:hcoll-test-leave> 3 ${CMAKE_CURRENT_BINARY_DIR})
+  set_tests_properties(leave.peer-dies-after-close.np2 PROPERTIES TIMEOUT 60
+    LABELS "mpi;reliability" PROCESSORS 2 ENVIRONMENT "${stall_env}")
+endif()
 
 # Each setting that changes what ranks send or how they match, different on rank 1: initialize
 # fails with INVALID_ARGUMENT naming it on every rank (MPMD launch: one environment per rank).

@@ -27,6 +27,10 @@
 //                            returns within the bound; then it resumes rank 1 (SIGCONT).
 //   killed-transfer PIDFILE  the same with SIGKILL: the job ends within the bound (the launcher
 //                            ends it, or rank 0's op fails and it exits).
+//   peer-dies-after-close PIDFILE  both ranks close cleanly (hcoll_shutdown), then rank 1 stops
+//                            (SIGSTOP) before its MPI_Finalize; rank 0 returns 0 from main, and
+//                            its exit's MPI_Finalize, which waits for rank 1 forever, ends within
+//                            the exit bound; then rank 1 is SIGKILLed (run_exit_bound.sh).
 //   settings-differ VAR      rank-dependent environment (set by the launcher): hcoll_initialize
 //                            fails with INVALID_ARGUMENT naming VAR on every rank.
 #include <signal.h>
@@ -385,6 +389,30 @@ int stuckTransfer(hcoll_comm_t world, const std::string& pidFile, bool kill9) {
   return gFailures == 0 ? 0 : 1;
 }
 
+int peerDiesAfterClose(hcoll_comm_t world, const std::string& pidFile) {
+  std::vector<float> data(16, 1.0f);
+  hcoll_request_t req = allreduce(world, "before-close", data);
+  check(hcoll_wait(req, 30) == HCOLL_SUCCESS && data[0] == 2.0f, "allreduce before the close");
+  hcoll_request_free(req);
+  barrier(world);
+  check(hcoll_shutdown() == HCOLL_SUCCESS, "clean close");
+  if (gRank == 1) {
+    // Stopped here, rank 1 never reaches its MPI_Finalize, as if it had died; the wrapper
+    // SIGKILLs it once rank 0 has ended. (Dying here at once would not test hcoll: MPICH's hydra
+    // kills every local process when one dies with its PMI connection open, racing its own
+    // -disable-auto-cleanup, so the launcher rather than hcoll would often end rank 0.)
+    std::ofstream(pidFile) << getpid() << "\n";
+    std::printf("rank 1: stopping after its clean close (pid %d)\n", static_cast<int>(getpid()));
+    std::fflush(stdout);
+    raise(SIGSTOP);
+    return 0;
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // rank 1 is stopped by now
+  std::printf("rank 0: returning 0 from main (MPI_Finalize at exit)\n");
+  std::fflush(stdout);
+  return gFailures == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -406,6 +434,7 @@ int main(int argc, char** argv) {
   hcoll_comm_t world;
   hcoll_comm_world(&world);
   hcoll_comm_rank(world, &gRank);
+  if (scenario == "peer-dies-after-close") return peerDiesAfterClose(world, arg);
   if (scenario == "return-from-main") return returnFromMain(world, arg);
   if (scenario == "shutdown-while-waiting") return shutdownWhileWaiting(world);
   if (scenario == "destroy-split") return destroySplit(world);

@@ -8,6 +8,8 @@
 // "small-phase": both run a loop of 8-byte allreduces, whose readiness rounds and data move
 // through the shared-memory control block (mpi_shm_control.h), and rank 1 dies right after a
 // submission, while the block's slots are in use: rank 0 waits on a flag its peer never sets.
+// "adasum-phase": the same as data-phase with a 64 MiB HCOLL_ADASUM allreduce (mpi_adasum.cc's
+// stages).
 // Each rank prints its pid: the wrapper checks that no segment of rank 0's is left in /dev/shm.
 #include <chrono>
 #include <csignal>
@@ -23,8 +25,9 @@
 int main(int argc, char** argv) {
   const bool lanePhase = argc > 1 && std::string(argv[1]) == "lane-phase";
   const bool smallPhase = argc > 1 && std::string(argv[1]) == "small-phase";
-  const bool dataPhase =
-      lanePhase || smallPhase || (argc > 1 && std::string(argv[1]) == "data-phase");
+  const bool adasumPhase = argc > 1 && std::string(argv[1]) == "adasum-phase";
+  const bool dataPhase = lanePhase || smallPhase || adasumPhase ||
+                         (argc > 1 && std::string(argv[1]) == "data-phase");
   if (hcoll_initialize(nullptr) != HCOLL_SUCCESS) return 2;
   hcoll_comm_t w;
   hcoll_comm_world(&w);
@@ -64,7 +67,7 @@ int main(int argc, char** argv) {
   } else if (lanePhase) {
     hcoll_broadcast(w, "after-kill", &t, 0, &req);
   } else {
-    hcoll_allreduce(w, "after-kill", &t, &t, HCOLL_SUM, 1, 1, &req);
+    hcoll_allreduce(w, "after-kill", &t, &t, adasumPhase ? HCOLL_ADASUM : HCOLL_SUM, 1, 1, &req);
   }
   if (rank == 1) {  // data-phase: dies while the operation runs, never reports
     std::this_thread::sleep_for(std::chrono::milliseconds(1));

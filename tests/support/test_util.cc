@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 
 #if HTEST_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -56,8 +57,10 @@ const char* dtypeName(hcoll_dtype_t t) {
 }
 
 uint16_t toHalf(float f) {
-  // Exact for the small integers and halves the tests use.
+  // Exact for the small integers and halves the tests use, and for infinities and NaN.
   if (f == 0) return std::signbit(f) ? 0x8000 : 0;
+  if (std::isnan(f)) return 0x7e00;
+  if (std::isinf(f)) return std::signbit(f) ? 0xfc00 : 0x7c00;
   uint32_t x;
   std::memcpy(&x, &f, 4);
   uint32_t sign = (x >> 16) & 0x8000;
@@ -76,6 +79,10 @@ float fromHalf(uint16_t h) {
     return z;
   }
   if (exp == 0) return (sign ? -1.f : 1.f) * std::ldexp(static_cast<float>(mant), -24);
+  if (exp == 0x1f) {
+    if (mant != 0) return std::numeric_limits<float>::quiet_NaN();
+    return sign ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
+  }
   uint32_t bits = sign | (static_cast<uint32_t>(exp - 15 + 127) << 23) | (mant << 13);
   float f;
   std::memcpy(&f, &bits, 4);

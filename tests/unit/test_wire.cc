@@ -142,8 +142,21 @@ TEST_CASE("wire: out-of-range fields are rejected", "[wire]") {
   }
   SECTION("bad reduce op") {
     auto b = good;
-    b[opAt] = 5;
+    b[opAt] = 6;  // one past HCOLL_ADASUM
     REQUIRE(!wire::decode(b.data(), b.size(), &out).isOk());
+  }
+  SECTION("Adasum of a bool member, or off allreduce") {
+    auto b = good;
+    b[opAt] = static_cast<uint8_t>(ReduceOp::kAdasum);  // the sample's second member is bool
+    REQUIRE(!wire::decode(b.data(), b.size(), &out).isOk());
+    RequestList adasum;
+    adasum.ops = {sampleSpec("n", OpKind::kAllreduce)};
+    adasum.ops[0].op = ReduceOp::kAdasum;
+    adasum.ops[0].members.pop_back();  // bfloat16 only: valid
+    auto bytes = wire::encode(adasum);
+    REQUIRE(wire::decode(bytes.data(), bytes.size(), &out).isOk());
+    bytes[kindAt] = static_cast<uint8_t>(OpKind::kReducescatter);
+    REQUIRE(!wire::decode(bytes.data(), bytes.size(), &out).isOk());
   }
   SECTION("huge name length") {
     auto b = good;

@@ -11,15 +11,16 @@ hcoll/_native/), next to it, or in the source tree's build*/ directories (see
 _lib.candidate_paths). See docs/python.md.
 """
 
-from ._lib import (AVERAGE, BFLOAT16, BOOL, FLOAT16, FLOAT32, FLOAT64, INT8, INT16, INT32, INT64,
+from ._lib import (ADASUM, AVERAGE, BFLOAT16, BOOL, FLOAT16, FLOAT32, FLOAT64, INT8, INT16, INT32, INT64,
                    MAX, MIN, PRODUCT, SUM, UINT8, UINT16, UNDEFINED)
 from ._lib import (ERR_BACKEND, ERR_DUPLICATE_NAME, ERR_INTERNAL, ERR_INVALID_ARGUMENT,
                    ERR_INVALID_HANDLE, ERR_MISMATCH, ERR_NO_MEMORY, ERR_NOT_INITIALIZED,
                    ERR_NOT_MEMBER, ERR_SHUT_DOWN, ERR_TIMEOUT, ERR_UNSUPPORTED, IN_PROGRESS,
                    SUCCESS)
-from ._api import (Comm, HcollError, Request, abort, abort_on_exception, initialize,
-                   is_initialized, last_error, mpi_version, nccl_built, shutdown, status_string,
-                   version, version_string, world)
+from ._api import (Comm, HcollArgumentError, HcollError, Request, abort, abort_on_exception,
+                   initialize, is_initialized, last_error, mpi_version, nccl_built, nccl_version,
+                   shutdown, start_timeline, status_string, stop_timeline, version,
+                   version_string, world)
 from ._mpi_check import MixedMpiError
 
 library_path = _lib.lib.hcoll_path
@@ -31,8 +32,9 @@ build_info = {k: v for k, v in vars(_info).items() if k.isupper()} if _info else
 del _info
 
 __all__ = [
-    "Comm", "HcollError", "Request", "abort", "abort_on_exception", "initialize",
-    "is_initialized", "last_error", "mpi_version", "nccl_built",
+    "Comm", "HcollArgumentError", "HcollError", "Request", "abort", "abort_on_exception",
+    "initialize", "is_initialized", "last_error", "mpi_version", "nccl_built", "nccl_version",
+    "start_timeline", "stop_timeline",
     "shutdown", "status_string", "version", "version_string", "world", "library_path",
     "build_info", "MixedMpiError",
     "allreduce", "grouped_allreduce", "allgather", "grouped_allgather", "broadcast",

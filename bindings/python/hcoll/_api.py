@@ -14,13 +14,28 @@ lib = _lib.lib
 
 class HcollError(RuntimeError):
     """A failed hcoll call. `status` is the hcoll_status_t value (negative), `status_name` its
-    name ("ERR_MISMATCH", ...), `message` the library's detailed message."""
+    name ("ERR_MISMATCH", ...), `message` the library's detailed message.
+
+    A call refused for its arguments (ERR_INVALID_ARGUMENT, ERR_DUPLICATE_NAME) raises
+    HcollArgumentError, which is also a ValueError: what Horovod raises for the same mistakes."""
+
+    def __new__(cls, status=None, message="", *args):
+        if cls is HcollError and status in _ARGUMENT_STATUSES:
+            cls = HcollArgumentError
+        return super().__new__(cls, status, message, *args)
 
     def __init__(self, status, message):
         self.status = status
         self.status_name = _lib.STATUS_NAMES.get(status, str(status))
         self.message = message
         super().__init__(f"{self.status_name} ({status}): {message}")
+
+
+class HcollArgumentError(HcollError, ValueError):
+    """An HcollError for a call refused for its arguments (bad value, duplicate name)."""
+
+
+_ARGUMENT_STATUSES = (_lib.ERR_INVALID_ARGUMENT, _lib.ERR_DUPLICATE_NAME)
 
 
 def _check(status, message=None):
@@ -93,13 +108,17 @@ def abort_on_exception():
     return previous
 
 
-def initialize(mpi_comm=None, backend=None, local_ranks=0):
+def initialize(mpi_comm=None, backend=None, local_ranks=0, allocator=None):
     """Initializes hcoll (collective). `mpi_comm`: the world as an mpi4py communicator or a
     Fortran handle; None = MPI_COMM_WORLD. Initializes MPI unless it (or mpi4py) already did.
     Raises HcollError(ERR_UNSUPPORTED) before touching MPI if the process has loaded a different
     MPI than the one this hcoll was built against.
     `backend`: "mpi" or "loopback" (None: HCOLL_BACKEND, else "mpi"); `local_ranks`: how many
-    ranks this process hosts (loopback: one thread per rank, each using `world(rank)`)."""
+    ranks this process hosts (loopback: one thread per rank, each using `world(rank)`).
+    `allocator`: an object with `c_alloc`/`c_free` (ctypes alloc_fn/free_fn), `live` (the
+    buffers it handed out and nobody took) and `release(req)`; the runtime allocates every
+    output through it (hcoll.torch passes one so its outputs are torch tensors)."""
+    global _allocator
     _check_single_mpi()
     params = _lib.InitParams()
     if mpi_comm is not None:
@@ -109,7 +128,11 @@ def initialize(mpi_comm=None, backend=None, local_ranks=0):
         params.mask |= _lib.INIT_FIELD_BACKEND
         params.backend = backend.encode() if backend is not None else None
         params.local_ranks = int(local_ranks)
+    if allocator is not None:
+        params.mask |= _lib.INIT_FIELD_ALLOCATOR
+        params.alloc, params.free = allocator.c_alloc, allocator.c_free
     _check(lib.hcoll_initialize(ctypes.byref(params)))
+    _allocator = allocator
 
 
 def shutdown():
@@ -146,6 +169,22 @@ def nccl_built():
     return bool(lib.hcoll_nccl_built())
 
 
+def nccl_version():
+    """NCCL's version code this library was built against (e.g. 22809 for 2.28.9), else 0."""
+    return int(lib.hcoll_nccl_version())
+
+
+def start_timeline(path):
+    """Starts writing this process's timeline to `path` (HCOLL_TIMELINE's file names); a timeline
+    being written is finished first. Local to this process."""
+    _check(lib.hcoll_start_timeline(os.fsencode(path)))
+
+
+def stop_timeline():
+    """Finishes and closes the timeline file (nothing happens if none is being written)."""
+    _check(lib.hcoll_stop_timeline())
+
+
 # ------------------------------------------------------------------------------------------------
 # Requests
 # ------------------------------------------------------------------------------------------------
@@ -154,6 +193,18 @@ def nccl_built():
 # because the runtime still reads and writes those arrays. Reaped on every submission/shutdown.
 _orphans = []
 
+# The output allocator given to initialize() (hcoll.torch's), or None.
+_allocator = None
+
+
+def _free_request(handle):
+    """hcoll_request_free, first dropping the request's outputs that a Python allocator made and
+    nobody took (with a user allocator the runtime never frees outputs it handed out)."""
+    a = _allocator
+    if a is not None and a.live:
+        a.release(handle)
+    lib.hcoll_request_free(handle)
+
 
 def _reap_orphans():
     still = []
@@ -161,8 +212,43 @@ def _reap_orphans():
         if lib.hcoll_test(handle) == _lib.IN_PROGRESS:
             still.append((handle, keep))
         else:
-            lib.hcoll_request_free(handle)
+            _free_request(handle)
     _orphans[:] = still
+
+
+def _release(handle, keep):
+    """Frees request `handle` that nothing in Python refers to any more: at once if its operation
+    ended, else once it does (_orphans, reaped later), `keep` (what it reads and writes) staying
+    referenced until then. Called from __del__ (the Request's, torch's Handle's)."""
+    try:
+        if lib.hcoll_test(handle) == _lib.IN_PROGRESS:
+            _orphans.append((handle, keep))
+        else:
+            _free_request(handle)
+    except Exception:  # interpreter teardown: the library may already be gone
+        pass
+
+
+# hcoll_wait blocks in C for at most this long at a time, so that Ctrl-C (KeyboardInterrupt,
+# raised by Python between two slices) interrupts a wait promptly.
+_WAIT_SLICE_S = 0.05
+
+
+def _wait_sliced(handle, deadline=None):
+    """hcoll_wait on `handle` in slices until the operation ended or time.monotonic() passed
+    `deadline` (None: never). Returns the final status, IN_PROGRESS if the deadline came first."""
+    while True:
+        left = _WAIT_SLICE_S if deadline is None else min(
+            _WAIT_SLICE_S, max(0.0, deadline - time.monotonic()))
+        s = lib.hcoll_wait(handle, left)
+        # A slice that ran out: IN_PROGRESS (or TIMEOUT from libraries older than the
+        # IN_PROGRESS contract, told apart by hcoll_test).
+        if s == _lib.IN_PROGRESS or (s == _lib.ERR_TIMEOUT and
+                                     lib.hcoll_test(handle) == _lib.IN_PROGRESS):
+            if deadline is not None and time.monotonic() >= deadline:
+                return _lib.IN_PROGRESS
+            continue
+        return s
 
 
 class _Handle:
@@ -175,13 +261,7 @@ class _Handle:
         self.keep = keep
 
     def __del__(self):
-        try:
-            if lib.hcoll_test(self.value) == _lib.IN_PROGRESS:
-                _orphans.append((self.value, self.keep))
-            else:
-                lib.hcoll_request_free(self.value)
-        except Exception:  # interpreter teardown: the library may already be gone
-            pass
+        _release(self.value, self.keep)
 
 
 class Request:
@@ -205,10 +285,6 @@ class Request:
         """True once complete (raises HcollError if the operation failed), False while in flight."""
         return _check(lib.hcoll_test(self._h()), self._message()) == _lib.SUCCESS
 
-    # wait() blocks in C for at most this long at a time, so that Ctrl-C (KeyboardInterrupt,
-    # raised by Python between two slices) interrupts it promptly.
-    _WAIT_SLICE = 0.05
-
     def wait(self, timeout=None):
         """Blocks until complete (timeout None = forever). Returns True when complete, False when
         `timeout` seconds passed first (the request stays valid); raises HcollError on failure.
@@ -216,19 +292,11 @@ class Request:
         valid."""
         h = self._h()
         deadline = None if timeout is None else time.monotonic() + max(0.0, float(timeout))
-        while True:
-            left = self._WAIT_SLICE if deadline is None else min(
-                self._WAIT_SLICE, max(0.0, deadline - time.monotonic()))
-            s = lib.hcoll_wait(h, left)
-            # A slice that ran out: IN_PROGRESS (or TIMEOUT from libraries older than the
-            # IN_PROGRESS contract, told apart by hcoll_test).
-            if s == _lib.IN_PROGRESS or (s == _lib.ERR_TIMEOUT and
-                                         lib.hcoll_test(h) == _lib.IN_PROGRESS):
-                if deadline is not None and time.monotonic() >= deadline:
-                    return False
-                continue
-            _check(s, self._message() if s < 0 else None)
-            return True
+        s = _wait_sliced(h, deadline)
+        if s == _lib.IN_PROGRESS:
+            return False
+        _check(s, self._message() if s < 0 else None)
+        return True
 
     def _message(self):
         m = lib.hcoll_request_error(self._h()) if self._handle is not None else None

@@ -10,6 +10,9 @@ import re
 
 from . import _mpi_check
 
+# Every number below is checked against hcoll.h by tests/packaging/check_constants.py (CTest
+# packaging.constants), so a drift fails CI.
+
 # hcoll_status_t
 SUCCESS = 0
 IN_PROGRESS = 1
@@ -40,9 +43,14 @@ STATUS_NAMES = {
 UINT8, INT8, UINT16, INT16, INT32, INT64, FLOAT16, BFLOAT16, FLOAT32, FLOAT64, BOOL = range(11)
 DTYPE_SIZES = {UINT8: 1, INT8: 1, UINT16: 2, INT16: 2, INT32: 4, INT64: 8, FLOAT16: 2,
                BFLOAT16: 2, FLOAT32: 4, FLOAT64: 8, BOOL: 1}
+# The one dtype table of the binding: numpy's and torch's dtypes of these names map to the codes
+# (_tensor.py, torch/_core.py); a name the framework lacks (numpy's bfloat16) is left out there.
+DTYPE_NAMES = {UINT8: "uint8", INT8: "int8", UINT16: "uint16", INT16: "int16", INT32: "int32",
+               INT64: "int64", FLOAT16: "float16", BFLOAT16: "bfloat16", FLOAT32: "float32",
+               FLOAT64: "float64", BOOL: "bool"}
 
 # hcoll_reduce_op_t
-SUM, AVERAGE, MIN, MAX, PRODUCT = range(5)
+SUM, AVERAGE, MIN, MAX, PRODUCT, ADASUM = range(6)
 
 DEVICE_HOST = -1
 UNDEFINED = -32766
@@ -51,7 +59,7 @@ MAX_NDIM = 32
 INIT_FIELD_MPI_COMM = 1 << 0
 INIT_FIELD_ALLOCATOR = 1 << 1
 INIT_FIELD_BACKEND = 1 << 2
-COMM_STATS_FIELD_ALL = 0x7F
+COMM_STATS_FIELD_ALL = 0xFF
 
 comm_t = ctypes.c_void_p
 request_t = ctypes.c_void_p
@@ -120,6 +128,9 @@ PROTOTYPES = {
     "hcoll_status_string": (_c, [status_t]),
     "hcoll_last_error": (_c, []),
     "hcoll_nccl_built": (_i, []),
+    "hcoll_nccl_version": (_i, []),
+    "hcoll_start_timeline": (status_t, [_c]),
+    "hcoll_stop_timeline": (status_t, []),
     "hcoll_mpi_version": (_c, []),
     "hcoll_abort": (None, [_c]),
     "hcoll_comm_world": (status_t, [_P(comm_t)]),

@@ -10,14 +10,8 @@ import numpy as np
 
 from . import _lib
 
-_NUMPY_TO_HCOLL = {
-    np.dtype(np.uint8): _lib.UINT8, np.dtype(np.int8): _lib.INT8,
-    np.dtype(np.uint16): _lib.UINT16, np.dtype(np.int16): _lib.INT16,
-    np.dtype(np.int32): _lib.INT32, np.dtype(np.int64): _lib.INT64,
-    np.dtype(np.float16): _lib.FLOAT16, np.dtype(np.float32): _lib.FLOAT32,
-    np.dtype(np.float64): _lib.FLOAT64, np.dtype(np.bool_): _lib.BOOL,
-}
-# numpy has no bfloat16: bfloat16 outputs come back as uint16 bit patterns (torch gets the type).
+_NUMPY_TO_HCOLL = {np.dtype(name): code for code, name in _lib.DTYPE_NAMES.items()
+                   if name != "bfloat16"}
 _HCOLL_TO_NUMPY = {v: k for k, v in _NUMPY_TO_HCOLL.items()}
 _HCOLL_TO_NUMPY[_lib.BFLOAT16] = np.dtype(np.uint16)
 
@@ -37,11 +31,18 @@ def is_torch(x):
     return type(x).__module__.startswith("torch") and hasattr(x, "data_ptr")
 
 
-def _torch_dtypes():
-    t = _torch_module()
-    return {t.uint8: _lib.UINT8, t.int8: _lib.INT8, t.int16: _lib.INT16, t.int32: _lib.INT32,
-            t.int64: _lib.INT64, t.float16: _lib.FLOAT16, t.bfloat16: _lib.BFLOAT16,
-            t.float32: _lib.FLOAT32, t.float64: _lib.FLOAT64, t.bool: _lib.BOOL}
+_TORCH_TO_HCOLL = None
+
+
+def torch_dtypes():
+    """torch dtype -> hcoll code, for the names of _lib.DTYPE_NAMES that this torch has (1.13 has
+    no uint16)."""
+    global _TORCH_TO_HCOLL
+    if _TORCH_TO_HCOLL is None:
+        t = _torch_module()
+        _TORCH_TO_HCOLL = {getattr(t, name): code for code, name in _lib.DTYPE_NAMES.items()
+                           if isinstance(getattr(t, name, None), t.dtype)}
+    return _TORCH_TO_HCOLL
 
 
 class Descriptor:
@@ -64,7 +65,7 @@ def describe(x, what="tensor", written=False):
             raise ValueError(f"{what}: only CPU torch tensors are supported, got {x.device}")
         if not x.is_contiguous():
             raise ValueError(f"{what}: torch tensor must be contiguous")
-        dtype = _torch_dtypes().get(x.dtype)
+        dtype = torch_dtypes().get(x.dtype)
         if dtype is None:
             raise TypeError(f"{what}: unsupported torch dtype {x.dtype}")
         data = x.data_ptr() if x.numel() > 0 else None

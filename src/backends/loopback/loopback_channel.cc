@@ -5,6 +5,8 @@
 #include <string>
 #include <utility>
 
+#include "common/adasum.h"
+
 namespace hcoll::backends::loopback {
 namespace {
 
@@ -76,6 +78,16 @@ PendingPtr LoopbackChannel::reduceScatter(const void* send, void* recv,
                                           const std::vector<size_t>& recvCounts, DataType dtype,
                                           ReduceOp op) {
   return startReduceScatter(seat(Plane::kData), send, recv, recvCounts, dtype, op);
+}
+
+PendingPtr LoopbackChannel::adasum(void* buf, size_t count, DataType dtype,
+                                   const std::vector<size_t>& tensorCounts) {
+  if (!adasum::supports(dtype)) {
+    return finished(
+        Status(Code::kInvalidArgument,
+               std::string("Adasum needs a floating dtype, not ") + dataTypeName(dtype)));
+  }
+  return startAdasum(seat(Plane::kData), buf, count, dtype, tensorCounts);
 }
 
 PendingPtr LoopbackChannel::barrier() {

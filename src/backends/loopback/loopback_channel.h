@@ -38,6 +38,8 @@ class LoopbackChannel final : public Channel {
   PendingPtr reduceScatter(const void* send, void* recv, const std::vector<size_t>& recvCounts,
                            DataType dtype, ReduceOp op) override;
   PendingPtr barrier() override;
+  PendingPtr adasum(void* buf, size_t count, DataType dtype,
+                    const std::vector<size_t>& tensorCounts) override;
 
   bool tracksWaiting() const override { return true; }
   void noteWaiting(uint64_t round) override { group_->noteWaiting(rank_, round); }

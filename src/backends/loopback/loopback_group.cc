@@ -37,21 +37,7 @@ Round::Round(const RoundParams& p, int size, std::shared_ptr<ScratchPool> pool)
       pool_(std::move(pool)) {}
 
 Round::~Round() {
-  if (!scratch.empty()) pool_->give(std::move(scratch));
-}
-
-std::vector<uint8_t> ScratchPool::take(size_t bytes) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  std::vector<uint8_t> out;
-  if (spare_.capacity() >= bytes) out.swap(spare_);
-  out.resize(bytes);  // within capacity: no allocation, and the pages are already touched
-  return out;
-}
-
-void ScratchPool::give(std::vector<uint8_t> buffer) {
-  if (buffer.capacity() > kMaxPooledBytes) return;
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (buffer.capacity() > spare_.capacity()) spare_.swap(buffer);
+  if (scratch.bytes) pool_->give(std::move(scratch));
 }
 
 Group::Group(int size)
@@ -67,7 +53,8 @@ std::shared_ptr<Round> Group::arrive(Plane plane, uint64_t seq, int rank, const 
   if (!slot) {
     slot = std::make_shared<Round>(params, size_, pool_);
     if (params.tag == OpTag::kAllreduce && params.count > 0) {
-      slot->scratch = pool_->take(params.count * dataTypeSize(params.dtype));
+      slot->scratchBytes = params.count * dataTypeSize(params.dtype);
+      slot->scratch = pool_->take(slot->scratchBytes);
     }
   }
   std::shared_ptr<Round> round = slot;

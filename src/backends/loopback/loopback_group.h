@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "common/scratch_pool.h"
 
 namespace hcoll::backends::loopback {
 
@@ -70,8 +71,6 @@ struct Contribution {
   int key = 0;
 };
 
-class ScratchPool;
-
 struct Round {
   Round(const RoundParams& p, int size, std::shared_ptr<ScratchPool> pool);
   ~Round();
@@ -89,7 +88,9 @@ struct Round {
   bool broken = false;
   Status failure;  // the ranks called different collectives or passed different sizes
   // allreduce: the reduced vector (each rank reduces its share into it, then copies it all).
-  std::vector<uint8_t> scratch;
+  // The allreduce result (count * element size bytes), from the group's pool.
+  ScratchPool::Buffer scratch;
+  size_t scratchBytes = 0;
   // split: each rank's new group and rank in it (null: not a member), set once all arrived.
   bool splitDone = false;
   std::vector<std::shared_ptr<Group>> newGroups;
@@ -97,19 +98,6 @@ struct Round {
 
  private:
   std::shared_ptr<ScratchPool> pool_;
-};
-
-// Keeps the last allreduce result buffer for the next round: first-touching fresh memory costs
-// more than the reduction. Buffers above kMaxPooledBytes are not kept.
-class ScratchPool {
- public:
-  static constexpr size_t kMaxPooledBytes = size_t{1} << 28;
-  std::vector<uint8_t> take(size_t bytes);
-  void give(std::vector<uint8_t> buffer);
-
- private:
-  std::mutex mutex_;
-  std::vector<uint8_t> spare_;
 };
 
 class Group {
@@ -144,7 +132,9 @@ class Group {
   std::mutex mutex_;
   std::condition_variable changed_;
   std::map<std::pair<Plane, uint64_t>, std::shared_ptr<Round>> open_;  // not yet all arrived
-  std::shared_ptr<ScratchPool> pool_ = std::make_shared<ScratchPool>();
+  // Keeps the last allreduce result buffer for the next round: first-touching fresh memory costs
+  // more than the reduction.
+  std::shared_ptr<ScratchPool> pool_ = std::make_shared<ScratchPool>(size_t{1} << 28);
   std::vector<bool> left_;
   std::vector<std::deque<Channel::Notice>> mailboxes_;
   std::vector<uint64_t> notedRound_;

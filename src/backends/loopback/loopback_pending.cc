@@ -4,7 +4,8 @@
 #include <cstring>
 #include <string>
 
-#include "backends/loopback/loopback_reduce.h"
+#include "common/adasum.h"
+#include "common/reduce.h"
 
 namespace hcoll::backends::loopback {
 namespace {
@@ -162,14 +163,21 @@ class Allreduce final : public RoundPending {
 
  private:
   void read(Round& round) override {
+    if (round.params.op == ReduceOp::kAdasum) {  // not element-wise: rank 0 runs the whole tree
+      if (rank_ == 0) {
+        adasum::reduceAll(round.params.dtype, inputs(round), round.params.count,
+                          round.slots[0].recvBytes, round.scratch.bytes.get());
+      }
+      return;
+    }
     const size_t es = dataTypeSize(round.params.dtype);
     size_t lo = 0, hi = 0;
     share(round.params.count, size_, rank_, &lo, &hi);
-    reduceRange(round.params.dtype, round.params.op, inputs(round), lo, hi - lo,
-                round.scratch.data() + lo * es);
+    reduceInputs(round.params.dtype, round.params.op, inputs(round), lo, hi - lo,
+                 round.scratch.bytes.get() + lo * es);
   }
   void complete(Round& round) override {
-    if (!round.scratch.empty()) std::memcpy(recv_, round.scratch.data(), round.scratch.size());
+    if (round.scratchBytes != 0) std::memcpy(recv_, round.scratch.bytes.get(), round.scratchBytes);
   }
   void* recv_;
 };
@@ -263,7 +271,7 @@ class ReduceScatter final : public RoundPending {
       temp_.resize(mine_);
       into = temp_.data();
     }
-    reduceRange(round.params.dtype, round.params.op, inputs(round), begin, mine_ / es, into);
+    reduceInputs(round.params.dtype, round.params.op, inputs(round), begin, mine_ / es, into);
   }
   void complete(Round&) override {
     if (!temp_.empty()) std::memcpy(recv_, temp_.data(), mine_);
@@ -312,6 +320,17 @@ PendingPtr startAllreduce(const Seat& seat, const void* send, void* recv, size_t
   Contribution c;
   c.in = send != nullptr ? send : recv;
   return std::make_unique<Allreduce>(seat, p, std::move(c), recv);
+}
+
+PendingPtr startAdasum(const Seat& seat, void* buf, size_t count, DataType dtype,
+                       const std::vector<size_t>& tensorCounts) {
+  RoundParams p = paramsOf(OpTag::kAllreduce, count);
+  p.dtype = dtype;
+  p.op = ReduceOp::kAdasum;
+  Contribution c;
+  c.in = buf;
+  c.recvBytes = tensorCounts;  // elements per tensor (negotiated: the same on every rank)
+  return std::make_unique<Allreduce>(seat, p, std::move(c), buf);
 }
 
 PendingPtr startAllgatherv(const Seat& seat, const void* send, size_t sendBytes, void* recv,

@@ -30,6 +30,9 @@ PendingPtr startBroadcastBytes(const Seat& seat, std::vector<uint8_t>* buf);
 // Data plane: the semantics of backends::Collectives.
 PendingPtr startAllreduce(const Seat& seat, const void* send, void* recv, size_t count,
                           DataType dtype, ReduceOp op);
+// In place; the whole tree of common/adasum.h, bitwise what the MPI backend computes.
+PendingPtr startAdasum(const Seat& seat, void* buf, size_t count, DataType dtype,
+                       const std::vector<size_t>& tensorCounts);
 PendingPtr startAllgatherv(const Seat& seat, const void* send, size_t sendBytes, void* recv,
                            const std::vector<size_t>& recvBytes);
 PendingPtr startBroadcast(const Seat& seat, void* buf, size_t bytes, int root);

@@ -4,11 +4,17 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <climits>
+#include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "backends/mpi/mpi_channel.h"
 #include "backends/mpi/mpi_types.h"
@@ -19,6 +25,7 @@ namespace {
 std::once_flag gAtExitOnce;
 bool (*gBeforeFinalize)() = nullptr;
 bool gOwnsMpi = false;
+double gFinalizeBoundSeconds = 30.0;
 
 bool mpiUsable() {
   int initialized = 0, finalized = 0;
@@ -27,14 +34,49 @@ bool mpiUsable() {
   return initialized && !finalized;
 }
 
-// At process exit: hcoll shuts down (announcing its leave to the peers), then MPI initialized by
-// hcoll is finalized, unless that could wait for peers that will never finalize.
-void finalizeAtExit() {
-  if (!mpiUsable()) return;
-  const bool safe = gBeforeFinalize == nullptr || gBeforeFinalize();
-  if (gOwnsMpi && safe) MPI_Finalize();
+// MPI_Finalize waits for every peer, and a peer that closed cleanly can still die before its own
+// MPI_Finalize (launcher clean-up off, as fault-tolerant jobs run): then it never returns. So it
+// runs under a watchdog that, after `boundSeconds`, says why on stderr (spdlog is gone by then)
+// and ends the process with the status it was exiting with: its work was done.
+void finalizeWithin(double boundSeconds, int exitStatus) {
+  struct Watch {
+    std::mutex mutex;
+    std::condition_variable finalized;
+    bool done = false;
+  };
+  auto watch = std::make_shared<Watch>();
+  std::thread dog([watch, boundSeconds, exitStatus] {
+    std::unique_lock<std::mutex> lock(watch->mutex);
+    if (watch->finalized.wait_for(lock, std::chrono::duration<double>(boundSeconds),
+                                  [&] { return watch->done; })) {
+      return;
+    }
+    char why[256];
+    const int n = std::snprintf(why, sizeof why,
+                                "hcoll: MPI_Finalize did not return within %.1f s at exit (a "
+                                "peer may have died after closing); ending the process with "
+                                "exit status %d\n",
+                                boundSeconds, exitStatus);
+    if (n > 0) (void)!::write(STDERR_FILENO, why, std::min(static_cast<size_t>(n), sizeof why));
+    ::_exit(exitStatus);
+  });
+  MPI_Finalize();
+  {
+    std::lock_guard<std::mutex> lock(watch->mutex);
+    watch->done = true;
+  }
+  watch->finalized.notify_one();
+  dog.join();
 }
 
+// At process exit (on_exit: `exitStatus` is what the process exits with): hcoll shuts down
+// (announcing its leave to the peers), then MPI initialized by hcoll is finalized, within a
+// bound, unless that is known to wait for peers that will never finalize.
+void finalizeAtExit(int exitStatus, void*) {
+  if (!mpiUsable()) return;
+  const bool safe = gBeforeFinalize == nullptr || gBeforeFinalize();
+  if (gOwnsMpi && safe) finalizeWithin(gFinalizeBoundSeconds, exitStatus);
+}
 
 #if defined(MPICH_VERSION)
 constexpr const char* kBuiltAgainst = "MPICH " MPICH_VERSION;
@@ -154,7 +196,7 @@ void abortJob(int exitCode) {
 }
 
 Status createBackend(std::optional<int> worldHandle, bool (*beforeFinalize)(),
-                     std::unique_ptr<Backend>* out) {
+                     double finalizeBoundSeconds, std::unique_ptr<Backend>* out) {
   if (std::string foreign = foreignMpiLoaded(); !foreign.empty()) {
     return Status(Code::kUnsupported,
                   std::string("this hcoll was built against ") + kBuiltAgainst +
@@ -164,6 +206,7 @@ Status createBackend(std::optional<int> worldHandle, bool (*beforeFinalize)(),
                       (std::string(kForeignName) == "MPICH" ? "mpich" : "openmpi") + ")");
   }
   gBeforeFinalize = beforeFinalize;
+  gFinalizeBoundSeconds = finalizeBoundSeconds;
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
@@ -180,7 +223,7 @@ Status createBackend(std::optional<int> worldHandle, bool (*beforeFinalize)(),
   // (No MPI_COMM_SELF attribute hook on the application's MPI_Finalize: MPICH runs attribute
   // callbacks under its global lock, and shutting down there inverts the lock order with
   // hcoll_initialize, which ThreadSanitizer reports. Shut hcoll down before MPI_Finalize.)
-  std::call_once(gAtExitOnce, [] { std::atexit(finalizeAtExit); });
+  std::call_once(gAtExitOnce, [] { ::on_exit(finalizeAtExit, nullptr); });
   int provided = 0;
   MPI_Query_thread(&provided);
   if (provided < MPI_THREAD_MULTIPLE) {
@@ -220,7 +263,7 @@ Status createFromOptions(const BackendOptions& options, std::unique_ptr<Backend>
     }
     world = static_cast<int>(*options.externalWorld);
   }
-  return createBackend(world, options.beforeExit, out);
+  return createBackend(world, options.beforeExit, options.exitBoundSeconds, out);
 }
 
 [[noreturn]] void abortWithCode(int exitCode) { abortJob(exitCode); }

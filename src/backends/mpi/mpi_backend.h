@@ -15,12 +15,14 @@ namespace hcoll::backends::mpi {
 // in one process) unless beforeFinalize said no: MPI_Finalize waits for every peer to finalize
 // too, and peers that left, gave up or are stuck may never do so. Skipping it makes the
 // launcher end the job (MPICH's hydra kills the other processes of a job when one exits without
-// finalizing), which is what a job whose peers failed needs.
+// finalizing), which is what a job whose peers failed needs. Even a peer that closed cleanly can
+// die before its MPI_Finalize: the exit's MPI_Finalize runs under a watchdog that ends the
+// process, with the status it was exiting with, after finalizeBoundSeconds.
 // worldHandle: the Fortran handle of the communicator to use as world (default MPI_COMM_WORLD).
 // Fails with UNSUPPORTED, before any MPI call, when the process has loaded a different MPI
 // library (e.g. Open MPI through mpi4py against an MPICH build): their symbols would mix.
 Status createBackend(std::optional<int> worldHandle, bool (*beforeFinalize)(),
-                     std::unique_ptr<Backend>* out);
+                     double finalizeBoundSeconds, std::unique_ptr<Backend>* out);
 
 // Its registry entry (backends/registry.h): host memory, every operation, the default backend.
 // options.externalWorld is the world's Fortran handle; options.localRanks must be 0 or 1.

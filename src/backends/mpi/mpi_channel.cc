@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <numeric>
 #include <random>
 #include <thread>
 
@@ -16,6 +17,8 @@
 
 namespace hcoll::backends::mpi {
 namespace {
+
+size_t sum(const std::vector<size_t>& v) { return std::accumulate(v.begin(), v.end(), size_t{0}); }
 
 constexpr int kGatherTag = 1;
 constexpr int kBroadcastTag = 2;
@@ -206,15 +209,21 @@ class AndExchangePending final : public Pending {
   int startRc_ = MPI_SUCCESS;
 };
 
-// A single MPI request started by `start`, or an immediate failure if starting failed.
+// `p` with one more MPI request, started by `start` (which may keep its count arrays in p), or
+// an immediate failure naming `call` if starting failed.
 template <class Start>
-PendingPtr startRequest(const char* call, Start start) {
-  auto p = std::make_unique<RequestsPending>();
+PendingPtr post(std::unique_ptr<RequestsPending> p, const char* call, Start start) {
   p->requests().push_back(MPI_REQUEST_NULL);
   if (int rc = start(p.get(), &p->requests().back()); rc != MPI_SUCCESS) {
     return finished(mpiError(call, rc));
   }
   return p;
+}
+
+// A single MPI request started by `start`, or an immediate failure if starting failed.
+template <class Start>
+PendingPtr startRequest(const char* call, Start start) {
+  return post(std::make_unique<RequestsPending>(), call, start);
 }
 
 bool toIntCounts(const std::vector<size_t>& bytes, std::vector<int>* counts,
@@ -530,8 +539,7 @@ PendingPtr MpiChannel::allreduce(const void* send, void* recv, size_t count, Dat
   // Small communicators: point-to-point messages and local reductions (mpi_p2p.h), also free of
   // MPICH's temporary buffer per call (whose first touches made a 32 MiB MPI_Allreduce take
   // ~90 ms instead of ~7 on the test VM).
-  if (size_ <= kMaxPointToPointRanks &&
-      count * dataTypeSize(dtype) >= kMinPointToPointAllreduceBytes) {
+  if (pointToPoint(OpKind::kAllreduce, count * dataTypeSize(dtype))) {
     return pointToPointAllreduce(data_.get(), rank_, size_, send, recv, count,
                                  reductionFor(dtype, op), reduceScratch_, lanes_);
   }
@@ -563,7 +571,7 @@ PendingPtr MpiChannel::allgatherv(const void* send, size_t sendBytes, void* recv
   if (small_) {
     if (PendingPtr p = small_->allgatherv(send, sendBytes, recv, recvBytes)) return p;
   }
-  if (size_ <= kMaxPointToPointRanks) {
+  if (pointToPoint(OpKind::kAllgather, sum(recvBytes))) {
     return pointToPointAllgatherv(data_.get(), rank_, size_, send, sendBytes, recv, recvBytes,
                                   lanes_);
   }
@@ -581,29 +589,25 @@ PendingPtr MpiChannel::allgatherv(const void* send, size_t sendBytes, void* recv
   }
   auto p = std::make_unique<RequestsPending>();
   p->intArrays.resize(2);
-  if (sendBytes > INT_MAX || !toIntCounts(recvBytes, &p->intArrays[0], &p->intArrays[1])) {
-#if MPI_VERSION >= 4
-    p->countArrays.resize(1);
-    p->displArrays.resize(1);
-    toLargeCounts(recvBytes, &p->countArrays[0], &p->displArrays[0]);
-    p->requests().push_back(MPI_REQUEST_NULL);
-    int rc =
-        MPI_Iallgatherv_c(send == nullptr ? MPI_IN_PLACE : send, static_cast<MPI_Count>(sendBytes),
-                          MPI_BYTE, recv, p->countArrays[0].data(), p->displArrays[0].data(),
-                          MPI_BYTE, data_.get(), &p->requests().back());
-    if (rc != MPI_SUCCESS) return finished(mpiError("MPI_Iallgatherv_c", rc));
-    return p;
-#else
-    return finished(tooLarge("allgather"));
-#endif
+  MPI_Comm c = data_.get();
+  const void* from = send == nullptr ? MPI_IN_PLACE : send;  // in place: already at its offset
+  if (sendBytes <= INT_MAX && toIntCounts(recvBytes, &p->intArrays[0], &p->intArrays[1])) {
+    return post(std::move(p), "MPI_Iallgatherv", [&](RequestsPending* q, MPI_Request* r) {
+      return MPI_Iallgatherv(from, static_cast<int>(sendBytes), MPI_BYTE, recv,
+                             q->intArrays[0].data(), q->intArrays[1].data(), MPI_BYTE, c, r);
+    });
   }
-  p->requests().push_back(MPI_REQUEST_NULL);
-  // A null send means in place: this rank's block already sits at its offset in recv.
-  int rc = MPI_Iallgatherv(send == nullptr ? MPI_IN_PLACE : send, static_cast<int>(sendBytes),
-                           MPI_BYTE, recv, p->intArrays[0].data(), p->intArrays[1].data(), MPI_BYTE,
-                           data_.get(), &p->requests().back());
-  if (rc != MPI_SUCCESS) return finished(mpiError("MPI_Iallgatherv", rc));
-  return p;
+#if MPI_VERSION >= 4
+  p->countArrays.resize(1);
+  p->displArrays.resize(1);
+  toLargeCounts(recvBytes, &p->countArrays[0], &p->displArrays[0]);
+  return post(std::move(p), "MPI_Iallgatherv_c", [&](RequestsPending* q, MPI_Request* r) {
+    return MPI_Iallgatherv_c(from, static_cast<MPI_Count>(sendBytes), MPI_BYTE, recv,
+                             q->countArrays[0].data(), q->displArrays[0].data(), MPI_BYTE, c, r);
+  });
+#else
+  return finished(tooLarge("allgather"));
+#endif
 }
 
 PendingPtr MpiChannel::broadcast(void* buf, size_t bytes, int root) {
@@ -611,7 +615,7 @@ PendingPtr MpiChannel::broadcast(void* buf, size_t bytes, int root) {
     if (PendingPtr p = small_->broadcast(buf, bytes, root)) return p;
   }
   MPI_Comm c = data_.get();
-  if (size_ <= kMaxPointToPointRanks) {
+  if (pointToPoint(OpKind::kBroadcast, bytes)) {
     return binomialBroadcast(c, rank_, size_, buf, bytes, root, lanes_);
   }
   auto startChunk = [=](void* p, size_t n) {
@@ -631,35 +635,34 @@ PendingPtr MpiChannel::broadcast(void* buf, size_t bytes, int root) {
 
 PendingPtr MpiChannel::alltoallv(const void* send, const std::vector<size_t>& sendBytes, void* recv,
                                  const std::vector<size_t>& recvBytes) {
-  if (size_ <= kMaxPointToPointRanks) {
+  if (pointToPoint(OpKind::kAlltoall, sum(sendBytes))) {
     return pointToPointAlltoallv(data_.get(), rank_, size_, send, sendBytes, recv, recvBytes,
                                  lanes_);
   }
   auto p = std::make_unique<RequestsPending>();
   p->intArrays.resize(4);
   auto& a = p->intArrays;
-  if (!toIntCounts(sendBytes, &a[0], &a[1]) || !toIntCounts(recvBytes, &a[2], &a[3])) {
-#if MPI_VERSION >= 4
-    auto& c = p->countArrays;
-    auto& d = p->displArrays;
-    c.resize(2);
-    d.resize(2);
-    toLargeCounts(sendBytes, &c[0], &d[0]);
-    toLargeCounts(recvBytes, &c[1], &d[1]);
-    p->requests().push_back(MPI_REQUEST_NULL);
-    int rc = MPI_Ialltoallv_c(send, c[0].data(), d[0].data(), MPI_BYTE, recv, c[1].data(),
-                              d[1].data(), MPI_BYTE, data_.get(), &p->requests().back());
-    if (rc != MPI_SUCCESS) return finished(mpiError("MPI_Ialltoallv_c", rc));
-    return p;
-#else
-    return finished(tooLarge("alltoall"));
-#endif
+  MPI_Comm c = data_.get();
+  if (toIntCounts(sendBytes, &a[0], &a[1]) && toIntCounts(recvBytes, &a[2], &a[3])) {
+    return post(std::move(p), "MPI_Ialltoallv", [&](RequestsPending* q, MPI_Request* r) {
+      auto& i = q->intArrays;
+      return MPI_Ialltoallv(send, i[0].data(), i[1].data(), MPI_BYTE, recv, i[2].data(),
+                            i[3].data(), MPI_BYTE, c, r);
+    });
   }
-  p->requests().push_back(MPI_REQUEST_NULL);
-  int rc = MPI_Ialltoallv(send, a[0].data(), a[1].data(), MPI_BYTE, recv, a[2].data(), a[3].data(),
-                          MPI_BYTE, data_.get(), &p->requests().back());
-  if (rc != MPI_SUCCESS) return finished(mpiError("MPI_Ialltoallv", rc));
-  return p;
+#if MPI_VERSION >= 4
+  p->countArrays.resize(2);
+  p->displArrays.resize(2);
+  toLargeCounts(sendBytes, &p->countArrays[0], &p->displArrays[0]);
+  toLargeCounts(recvBytes, &p->countArrays[1], &p->displArrays[1]);
+  return post(std::move(p), "MPI_Ialltoallv_c", [&](RequestsPending* q, MPI_Request* r) {
+    auto &n = q->countArrays, &d = q->displArrays;
+    return MPI_Ialltoallv_c(send, n[0].data(), d[0].data(), MPI_BYTE, recv, n[1].data(),
+                            d[1].data(), MPI_BYTE, c, r);
+  });
+#else
+  return finished(tooLarge("alltoall"));
+#endif
 }
 
 PendingPtr MpiChannel::alltoall(const void* send, void* recv, size_t bytesPerRank, size_t ranks) {
@@ -670,7 +673,7 @@ PendingPtr MpiChannel::alltoall(const void* send, void* recv, size_t bytesPerRan
   if (small_ && ranks == static_cast<size_t>(size_)) {
     if (PendingPtr p = small_->alltoall(send, recv, bytesPerRank)) return p;
   }
-  if (size_ <= kMaxPointToPointRanks)
+  if (pointToPoint(OpKind::kAlltoall, bytesPerRank * ranks))
     return pointToPointAlltoall(data_.get(), rank_, size_, send, recv, bytesPerRank, lanes_);
   if (bytesPerRank > INT_MAX) return Channel::alltoall(send, recv, bytesPerRank, ranks);
   MPI_Comm c = data_.get();
@@ -701,30 +704,29 @@ PendingPtr MpiChannel::reduceScatter(const void* send, void* recv,
   }
   // Small communicators: point-to-point messages and a local reduction (mpi_p2p.h), ~5-10 %
   // faster than MPI_Reduce_scatter_block from 32 KiB to 2 MiB on 2 ranks (raw MPI, interleaved).
-  if (size_ <= kMaxPointToPointRanks) {
+  if (pointToPoint(OpKind::kReducescatter, sum(recvCounts) * dataTypeSize(dtype))) {
     return pointToPointReduceScatter(data_.get(), rank_, size_, send, recv, recvCounts,
                                      reductionFor(dtype, op), reduceScratch_, lanes_);
   }
   auto p = std::make_unique<RequestsPending>();
   p->intArrays.resize(2);
-  if (!toIntCounts(recvCounts, &p->intArrays[0], &p->intArrays[1])) {
-#if MPI_VERSION >= 4
-    p->countArrays.resize(1);
-    p->countArrays[0].assign(recvCounts.begin(), recvCounts.end());
-    p->requests().push_back(MPI_REQUEST_NULL);
-    int rc = MPI_Ireduce_scatter_c(send, recv, p->countArrays[0].data(), toMpiType(dtype),
-                                   toMpiOp(op, dtype), data_.get(), &p->requests().back());
-    if (rc != MPI_SUCCESS) return finished(mpiError("MPI_Ireduce_scatter_c", rc));
-    return p;
-#else
-    return finished(tooLarge("reducescatter"));
-#endif
+  MPI_Comm c = data_.get();
+  const MPI_Datatype type = toMpiType(dtype);
+  const MPI_Op mpiOp = toMpiOp(op, dtype);
+  if (toIntCounts(recvCounts, &p->intArrays[0], &p->intArrays[1])) {
+    return post(std::move(p), "MPI_Ireduce_scatter", [&](RequestsPending* q, MPI_Request* r) {
+      return MPI_Ireduce_scatter(send, recv, q->intArrays[0].data(), type, mpiOp, c, r);
+    });
   }
-  p->requests().push_back(MPI_REQUEST_NULL);
-  int rc = MPI_Ireduce_scatter(send, recv, p->intArrays[0].data(), toMpiType(dtype),
-                               toMpiOp(op, dtype), data_.get(), &p->requests().back());
-  if (rc != MPI_SUCCESS) return finished(mpiError("MPI_Ireduce_scatter", rc));
-  return p;
+#if MPI_VERSION >= 4
+  p->countArrays.resize(1);
+  p->countArrays[0].assign(recvCounts.begin(), recvCounts.end());
+  return post(std::move(p), "MPI_Ireduce_scatter_c", [&](RequestsPending* q, MPI_Request* r) {
+    return MPI_Ireduce_scatter_c(send, recv, q->countArrays[0].data(), type, mpiOp, c, r);
+  });
+#else
+  return finished(tooLarge("reducescatter"));
+#endif
 }
 
 PendingPtr MpiChannel::barrier() {

@@ -72,6 +72,9 @@ class MpiChannel final : public Channel {
   PendingPtr reduceScatter(const void* send, void* recv, const std::vector<size_t>& recvCounts,
                            DataType dtype, ReduceOp op) override;
   PendingPtr barrier() override;
+  // mpi_adasum.cc: the tree of common/adasum.h in point-to-point messages.
+  PendingPtr adasum(void* buf, size_t count, DataType dtype,
+                    const std::vector<size_t>& tensorCounts) override;
 
   Status split(int color, int key, std::unique_ptr<Channel>* out) override;
   Status create(const std::vector<int32_t>& ranks, std::unique_ptr<Channel>* out) override;
@@ -80,6 +83,11 @@ class MpiChannel final : public Channel {
   bool pollNotice(Notice* out) override;
 
  private:
+  // Whether a `kind` operation of `bytes` bytes runs point to point here (mpi_algorithms.h).
+  bool pointToPoint(OpKind kind, size_t bytes) const {
+    return chooseSchedule(kind, size_, bytes) == Schedule::kPointToPoint;
+  }
+
   MpiChannel() = default;
   void postNoticeReceive();
   // Receives and drops the messages with `tag` that have arrived on the control communicator.
@@ -102,7 +110,7 @@ class MpiChannel final : public Channel {
   std::vector<MPI_Request> noteSends_;
   std::deque<uint64_t> noteValues_;
   std::vector<uint64_t> notedRound_;
-  // Scratch kept across calls (mpi_scratch.h), one pool per use (a widened reduction holds a
+  // Scratch kept across calls (common/scratch_pool.h), one pool per use (a widened reduction holds a
   // buffer of each at once): float32 copies of float16/bfloat16 sums (mpi_widen.h), and where
   // the point-to-point reduce-scatter receives (mpi_p2p.h).
   std::shared_ptr<ScratchPool> widePool_ = std::make_shared<ScratchPool>();

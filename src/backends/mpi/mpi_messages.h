@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/mpi/mpi_algorithms.h"
 #include "backends/mpi/mpi_shm.h"
 #include "backends/mpi/mpi_types.h"
 
@@ -45,10 +46,7 @@ constexpr size_t pieceBytes(size_t bytes) {
                                                                 : kMaxMessageBytes;
 }
 
-// When the communicator has shared-memory lanes (mpi_shm.h), a transfer above MPI's eager size
-// goes through its lane: at and below it one MPI message is cheaper than the lane's two copies.
-// The byte count is negotiated, so both sides route a transfer alike.
-constexpr size_t kLanesFrom = 8192;
+// Which transfers go through the shared-memory lanes: kLanesFrom (mpi_algorithms.h).
 
 // The messages of one operation. Receives are posted first (requests_[0, receives_)), so the
 // sends of a fast peer find them waiting rather than going through MPI's unexpected queue.

@@ -21,23 +21,17 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/mpi/mpi_algorithms.h"
 #include "backends/mpi/mpi_local_reduce.h"
-#include "backends/mpi/mpi_scratch.h"
+#include "common/scratch_pool.h"
 #include "backends/mpi/mpi_shm.h"
 
 namespace hcoll::backends::mpi {
 
-// Communicators of up to this many ranks use the point-to-point schedules. Derived only from
-// the communicator's size, so every rank takes the same path.
-constexpr int kMaxPointToPointRanks = 7;
-// Allreduce runs point to point from this many bytes (count and dtype are negotiated: every rank
-// decides alike). Raw MPI, 2 ranks, against MPI_Allreduce: 0.96x at 512 B, 0.91x at 4 KiB,
-// 0.83-0.92x at 16-512 KiB, 0.62-0.66x at 2-8 MiB; MPI_Iallreduce 0.91-1.25x. Below it MPICH's
-// recursive doubling is as fast (8 B: 1.6x either way) in one exchange instead of two.
-constexpr size_t kMinPointToPointAllreduceBytes = 4096;
+// Which collectives run these schedules: mpi_algorithms.h.
 
 // `lanes` (may be null): the communicator's shared-memory lanes (mpi_shm.h); the schedules below
-// route a transfer through them or through MPI by its size alone (mpi_messages.h: kLanesFrom).
+// route a transfer through them or through MPI by its size alone (mpi_algorithms.h: kLanesFrom).
 
 // Rank r sends sendBytes[j] bytes (packed in rank order in `send`) to rank j and receives
 // recvBytes[j] from it (packed in rank order in `recv`). `send` and `recv` must not overlap.
@@ -60,9 +54,9 @@ PendingPtr pointToPointAllgatherv(MPI_Comm comm, int rank, int size, const void*
 // Rank r's block of `reduction` (mpi_local_reduce.h) of every rank's `send`, rank-major blocks
 // of counts[j] elements, into `recv` (which must not overlap `send`): block j goes to rank j;
 // rank r - 1's contribution to block r arrives in `recv`, the other peers' in a scratch buffer
-// from `pool` (none on 2 ranks), and once all arrived they are reduced into `recv` (hcoll's loop,
-// or MPI_Reduce_local, so user-defined ops apply as in MPI_Ireduce_scatter). MPICH's pairwise
-// algorithm, without its temporary buffer per call.
+// from `pool` (none on 2 ranks), and once all arrived they are reduced into `recv` by the host
+// reduction library (common/reduce.h, the same element rules as MPI's collectives with hcoll's
+// user ops). MPICH's pairwise algorithm, without its temporary buffer per call.
 PendingPtr pointToPointReduceScatter(MPI_Comm comm, int rank, int size, const void* send,
                                      void* recv, const std::vector<size_t>& counts,
                                      const Reduction& reduction,

@@ -1,3 +1,6 @@
+// The reductions of the point-to-point schedules (mpi_p2p.h): reduce-scatter with every block
+// sent to its owner and reduced there (common/reduce.h), and allreduce as that reduce-scatter
+// then an allgather of the reduced blocks.
 #include <cstring>
 #include <utility>
 
@@ -50,8 +53,8 @@ class ReduceScatterPending final : public MessagesPending {
       if (recv_ != own_) std::memcpy(recv_, own_, count_ * reduction_.elementSize);
     } else {
       // recv holds rank - 1's contribution: recv = own op recv, then each further peer's.
-      for (int step = 0; step < size_ - 1 && status->isOk(); ++step) {
-        *status = reduceLocal(reduction_, step == 0 ? own_ : slot(step + 1), recv_, count_);
+      for (int step = 0; step < size_ - 1; ++step) {
+        reduceLocal(reduction_, step == 0 ? own_ : slot(step + 1), recv_, count_);
       }
     }
     pool_->give(std::move(scratch_));
@@ -179,17 +182,13 @@ class AllreducePending final : public MessagesPending {
     }
     // In place the own block holds this rank's contribution; out of place, rank - 1's (slot 1).
     if (!inPlace_) {
-      HCOLL_RETURN_IF_ERROR(
-          reduceInto(send_ + layout_.first(layout_.rank) * layout_.elementSize(), n));
+      reduceLocal(layout_.reduction, send_ + layout_.first(layout_.rank) * layout_.elementSize(),
+                  ownBlock(), n);
     }
     for (int step = inPlace_ ? 1 : 2; step < layout_.size; ++step) {
-      HCOLL_RETURN_IF_ERROR(reduceInto(slot(step), n));
+      reduceLocal(layout_.reduction, slot(step), ownBlock(), n);
     }
     return Status::ok();
-  }
-
-  Status reduceInto(const uint8_t* from, size_t n) {
-    return reduceLocal(layout_.reduction, from, ownBlock(), n);
   }
 
   // Every owner's reduced block to every other rank. Posted once the reduce-scatter completed:

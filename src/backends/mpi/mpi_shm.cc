@@ -13,16 +13,7 @@
 namespace hcoll::backends::mpi {
 namespace {
 
-// Each counter on a cache line of its own: the writer's stores must not evict the reader's.
-constexpr size_t kLine = 64;
-constexpr size_t kHeaderBytes = 2 * kLine;
-constexpr size_t kRingBytes = kHeaderBytes + ShmLanes::kChunks * ShmLanes::kChunkBytes;
-uint64_t loadAcquire(const uint64_t* at) {
-  return __atomic_load_n(at, __ATOMIC_ACQUIRE);
-}
-void storeRelease(uint64_t* at, uint64_t v) {
-  __atomic_store_n(at, v, __ATOMIC_RELEASE);
-}
+constexpr size_t kRingBytes = ShmRing::kBytes;
 
 // What this rank asks for (HCOLL_MPI_SHM, checked at initialize: shmSettingError).
 bool wanted() {
@@ -76,41 +67,19 @@ ShmLanes::~ShmLanes() {
   unmapNodeSegment(base_, bytes_);
 }
 
-ShmLanes::Ring ShmLanes::ring(int from, int to) const {
+ShmRing ShmLanes::ring(int from, int to) const {
   // Ordered pairs without the diagonal: from's rings to the others, in rank order.
   const auto index = static_cast<size_t>(from) * static_cast<size_t>(size_ - 1) +
                      static_cast<size_t>(to < from ? to : to - 1);
-  char* at = static_cast<char*>(base_) + index * kRingBytes;
-  return Ring{reinterpret_cast<uint64_t*>(at), reinterpret_cast<uint64_t*>(at + kLine),
-              at + kHeaderBytes};
+  return ShmRing(static_cast<char*>(base_) + index * kRingBytes);
 }
 
 size_t ShmLanes::push(int peer, const char* data, size_t bytes) {
-  const Ring r = ring(rank_, peer);
-  uint64_t published = *r.published;  // only this side writes it
-  const uint64_t consumed = loadAcquire(r.consumed);
-  size_t done = 0;
-  while (done < bytes && published - consumed < kChunks) {
-    const size_t n = std::min(kChunkBytes, bytes - done);
-    std::memcpy(r.chunks + (published % kChunks) * kChunkBytes, data + done, n);
-    done += n;
-    storeRelease(r.published, ++published);
-  }
-  return done;
+  return ring(rank_, peer).push(data, bytes);
 }
 
 size_t ShmLanes::pull(int peer, char* data, size_t bytes) {
-  const Ring r = ring(peer, rank_);
-  uint64_t consumed = *r.consumed;  // only this side writes it
-  const uint64_t published = loadAcquire(r.published);
-  size_t done = 0;
-  while (done < bytes && consumed < published) {
-    const size_t n = std::min(kChunkBytes, bytes - done);
-    std::memcpy(data + done, r.chunks + (consumed % kChunks) * kChunkBytes, n);
-    done += n;
-    storeRelease(r.consumed, ++consumed);
-  }
-  return done;
+  return ring(peer, rank_).pull(data, bytes);
 }
 
 }  // namespace hcoll::backends::mpi

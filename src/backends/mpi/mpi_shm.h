@@ -13,7 +13,7 @@
 // k-th transfer posted from i to j is the k-th posted by j from i, so the point-to-point
 // schedules route a transfer here or through MPI alike on both sides and nothing else changes.
 // Both counters only grow (across operations), each written by one side: `published` by the
-// writer, `consumed` by the reader.
+// writer, `consumed` by the reader (the ring itself: mpi_shm_ring.h).
 //
 // The segment is POSIX shared memory created by rank 0, opened by the others and unlinked as
 // soon as every rank mapped it (nothing is left in /dev/shm, even after a crash); its space is
@@ -29,6 +29,8 @@
 #include <memory>
 #include <string>
 
+#include "backends/mpi/mpi_shm_ring.h"
+
 namespace hcoll::backends::mpi {
 
 // HCOLL_MPI_SHM (0 | 1, default 1): what is wrong with its value, or empty. Checked when the
@@ -39,8 +41,8 @@ class ShmLanes {
  public:
   // Communicators of up to this many ranks get lanes: n * (n - 1) rings of kRingBytes.
   static constexpr int kMaxRanks = 4;
-  static constexpr size_t kChunkBytes = size_t{128} << 10;
-  static constexpr size_t kChunks = 4;
+  static constexpr size_t kChunkBytes = ShmRing::kChunkBytes;
+  static constexpr size_t kChunks = ShmRing::kChunks;
 
   // Collective over `comm` (whose ranks are `size`, all on this node when localSize == size).
   // Returns the lanes, or null on every rank alike: not one node, too many ranks, HCOLL_MPI_SHM=0
@@ -61,9 +63,8 @@ class ShmLanes {
   size_t pull(int peer, char* data, size_t bytes);
 
  private:
-  struct Ring;
   ShmLanes(void* base, size_t bytes, int rank, int size);
-  Ring ring(int from, int to) const;
+  ShmRing ring(int from, int to) const;
 
   void* base_;
   size_t bytes_;

@@ -1,79 +1,34 @@
 #include "backends/mpi/mpi_types.h"
 
-#include <cmath>
-#include <cstdint>
-#include <limits>
+#include <cstddef>
 
-#include "common/half.h"
+#include "common/reduce.h"
 
 namespace hcoll::backends::mpi {
 namespace {
 
 MPI_Datatype gFloat16 = MPI_DATATYPE_NULL;
 MPI_Datatype gBfloat16 = MPI_DATATYPE_NULL;
-MPI_Op gHalfOps[kNumReduceOps] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL,
-                                  MPI_OP_NULL};
+MPI_Op gHalfOps[kNumReduceOps] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL,
+                                  MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};
 
 MPI_Op gFloatMin = MPI_OP_NULL;
 MPI_Op gFloatMax = MPI_OP_NULL;
 
-// MIN and MAX whose result does not depend on operand order, so that every rank of a reduction
-// ends with the same bits whatever order MPI's algorithm combined them in (MPICH's MPI_MIN is
-// `a < b ? a : b`: with a NaN, ranks that combined in different orders disagreed). Any NaN gives
-// the canonical quiet NaN (NaN propagates, as torch.minimum/maximum), and -0 orders below +0.
-template <typename T>
-T orderFreeMin(T a, T b) {
-  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
-  if (a == b) return std::signbit(a) ? a : b;
-  return a < b ? a : b;
-}
-template <typename T>
-T orderFreeMax(T a, T b) {
-  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
-  if (a == b) return std::signbit(a) ? b : a;
-  return a > b ? a : b;
+// The element type of the user operators' MPI types.
+DataType libraryType(MPI_Datatype type) {
+  if (type == MPI_DOUBLE) return DataType::kFloat64;
+  if (type == MPI_FLOAT) return DataType::kFloat32;
+  return type == gBfloat16 ? DataType::kBfloat16 : DataType::kFloat16;
 }
 
-template <bool kMin>
-void floatMinMax(void* in, void* inout, int* len, MPI_Datatype* type) {
-  auto apply = [&](auto* a, auto* b) {
-    for (int i = 0; i < *len; ++i) {
-      b[i] = kMin ? orderFreeMin(a[i], b[i]) : orderFreeMax(a[i], b[i]);
-    }
-  };
-  if (*type == MPI_DOUBLE) {
-    apply(static_cast<const double*>(in), static_cast<double*>(inout));
-  } else {
-    apply(static_cast<const float*>(in), static_cast<float*>(inout));
-  }
-}
-
-template <class Combine>
-void reduceHalves(void* in, void* inout, int* len, MPI_Datatype* type, Combine combine) {
-  auto* a = static_cast<const uint16_t*>(in);
-  auto* b = static_cast<uint16_t*>(inout);
-  if (*type == gBfloat16) {
-    for (int i = 0; i < *len; ++i) {
-      b[i] = floatToBfloat16(combine(bfloat16ToFloat(a[i]), bfloat16ToFloat(b[i])));
-    }
-  } else {
-    for (int i = 0; i < *len; ++i) {
-      b[i] = floatToHalf(combine(halfToFloat(a[i]), halfToFloat(b[i])));
-    }
-  }
-}
-
-void halfSum(void* in, void* inout, int* len, MPI_Datatype* t) {
-  reduceHalves(in, inout, len, t, [](float x, float y) { return x + y; });
-}
-void halfMin(void* in, void* inout, int* len, MPI_Datatype* t) {
-  reduceHalves(in, inout, len, t, [](float x, float y) { return orderFreeMin(x, y); });
-}
-void halfMax(void* in, void* inout, int* len, MPI_Datatype* t) {
-  reduceHalves(in, inout, len, t, [](float x, float y) { return orderFreeMax(x, y); });
-}
-void halfProduct(void* in, void* inout, int* len, MPI_Datatype* t) {
-  reduceHalves(in, inout, len, t, [](float x, float y) { return x * y; });
+// The user operators run the host reduction library (common/reduce.h), so that MPI's own
+// collectives combine exactly as the point-to-point schedules and the loopback backend do: float
+// MIN/MAX order-free (MPICH's MPI_MIN is `a < b ? a : b`: with a NaN, ranks that combined in
+// different orders disagreed), 16-bit floats through float32.
+template <ReduceOp kOp>
+void libraryOp(void* in, void* inout, int* len, MPI_Datatype* type) {
+  reduceInto(libraryType(*type), kOp, in, inout, static_cast<size_t>(*len));
 }
 
 }  // namespace
@@ -93,15 +48,19 @@ Status createCustomTypes() {
     }
     if (int rc = MPI_Type_commit(t); rc != MPI_SUCCESS) return mpiError("MPI_Type_commit", rc);
   }
-  MPI_User_function* fns[kNumReduceOps] = {halfSum, halfSum, halfMin, halfMax, halfProduct};
+  // Adasum is no element-wise operator (mpi_adasum.cc): no MPI_Op.
+  MPI_User_function* fns[kNumReduceOps] = {
+      libraryOp<ReduceOp::kSum>, libraryOp<ReduceOp::kAverage>, libraryOp<ReduceOp::kMin>,
+      libraryOp<ReduceOp::kMax>, libraryOp<ReduceOp::kProduct>, nullptr};
   for (int i = 0; i < kNumReduceOps; ++i) {
+    if (fns[i] == nullptr) continue;
     if (int rc = MPI_Op_create(fns[i], /*commute=*/1, &gHalfOps[i]); rc != MPI_SUCCESS) {
       return mpiError("MPI_Op_create", rc);
     }
   }
-  if (int rc = MPI_Op_create(floatMinMax<true>, /*commute=*/1, &gFloatMin); rc != MPI_SUCCESS)
+  if (int rc = MPI_Op_create(libraryOp<ReduceOp::kMin>, /*commute=*/1, &gFloatMin); rc != MPI_SUCCESS)
     return mpiError("MPI_Op_create", rc);
-  if (int rc = MPI_Op_create(floatMinMax<false>, /*commute=*/1, &gFloatMax); rc != MPI_SUCCESS)
+  if (int rc = MPI_Op_create(libraryOp<ReduceOp::kMax>, /*commute=*/1, &gFloatMax); rc != MPI_SUCCESS)
     return mpiError("MPI_Op_create", rc);
   return Status::ok();
 }
@@ -149,6 +108,7 @@ MPI_Op toMpiOp(ReduceOp op, DataType t) {
     case ReduceOp::kMin: return floating ? gFloatMin : MPI_MIN;
     case ReduceOp::kMax: return floating ? gFloatMax : MPI_MAX;
     case ReduceOp::kProduct: return MPI_PROD;
+    case ReduceOp::kAdasum: return MPI_OP_NULL;  // not element-wise (mpi_adasum.cc)
   }
   return MPI_OP_NULL;
 }

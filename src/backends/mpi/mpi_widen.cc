@@ -1,8 +1,6 @@
 #include "backends/mpi/mpi_widen.h"
 
-#include <cstdint>
-
-#include "common/half.h"
+#include "common/reduce.h"
 
 namespace hcoll::backends::mpi {
 namespace {
@@ -44,29 +42,12 @@ class NarrowingPending final : public Pending {
 
 }  // namespace
 
-bool reducesInFloat32(DataType dtype, ReduceOp op) {
-  return (dtype == DataType::kFloat16 || dtype == DataType::kBfloat16) &&
-         (op == ReduceOp::kSum || op == ReduceOp::kAverage || op == ReduceOp::kProduct);
-}
-
 void WideBuffer::widen(const void* src, size_t offset, size_t count, DataType dtype) {
-  const auto* in = static_cast<const uint16_t*>(src);
-  float* out = data() + offset;
-  if (dtype == DataType::kBfloat16) {
-    for (size_t i = 0; i < count; ++i) out[i] = bfloat16ToFloat(in[i]);
-  } else {
-    for (size_t i = 0; i < count; ++i) out[i] = halfToFloat(in[i]);
-  }
+  widenToFloat32(dtype, src, data() + offset, count);
 }
 
 void WideBuffer::narrow(size_t offset, size_t count, DataType dtype, void* dst) {
-  const float* in = data() + offset;
-  auto* out = static_cast<uint16_t*>(dst);
-  if (dtype == DataType::kBfloat16) {
-    for (size_t i = 0; i < count; ++i) out[i] = floatToBfloat16(in[i]);
-  } else {
-    for (size_t i = 0; i < count; ++i) out[i] = floatToHalf(in[i]);
-  }
+  narrowFromFloat32(dtype, data() + offset, dst, count);
 }
 
 PendingPtr narrowWhenDone(PendingPtr inner, std::unique_ptr<WideBuffer> wide, size_t offset,

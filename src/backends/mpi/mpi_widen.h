@@ -10,14 +10,13 @@
 #include <memory>
 
 #include "backends/backend.h"
-#include "backends/mpi/mpi_scratch.h"
+#include "common/scratch_pool.h"
+#include "common/reduce.h"  // reducesInFloat32
 
 namespace hcoll::backends::mpi {
 
-bool reducesInFloat32(DataType dtype, ReduceOp op);
-
 // Scratch float32 values for one widened reduction, in a buffer of the channel's pool (kept
-// across calls: mpi_scratch.h). Owned by the Pending that narrows them back; the reduction runs
+// across calls: common/scratch_pool.h). Owned by the Pending that narrows them back; the reduction runs
 // over data().
 class WideBuffer {
  public:

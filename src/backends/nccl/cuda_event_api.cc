@@ -1,3 +1,5 @@
+// EventApi (event_api.h) over the CUDA runtime: the CUDA events the NCCL backend orders its
+// streams with; tests substitute a fake EventApi.
 #include "backends/nccl/cuda_util.h"
 #include "backends/nccl/event_api.h"
 

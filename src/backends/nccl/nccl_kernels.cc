@@ -57,7 +57,7 @@ HCOLL_SCALE(hcoll_scale_i64, i64)
 HCOLL_SCALE(hcoll_scale_f64, double)
 extern "C" __global__ void hcoll_scale_f32(float* dst, const float* src, u64 n, double factor) {
   for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
-    dst[i] = (float)((double)src[i] * factor);
+    dst[i] = src[i] * (float)factor;
 }
 extern "C" __global__ void hcoll_scale_f16(u16* dst, const u16* src, u64 n, double factor) {
   const float f = (float)factor;

@@ -57,6 +57,8 @@ Status toNccl(DataType dtype, ReduceOp op, ncclDataType_t* type, ncclRedOp_t* re
     case ReduceOp::kProduct:
       *redOp = ncclProd;
       break;
+    case ReduceOp::kAdasum:  // refused at submission: Adasum runs on host memory only
+      return Status(Code::kUnsupported, "Adasum of CUDA tensors is unsupported (host memory only)");
   }
   return Status::ok();
 }

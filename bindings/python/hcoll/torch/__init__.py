@@ -19,13 +19,14 @@ from ._core import comm_rank as _comm_rank
 from ._core import comm_size as _comm_size
 from ._core import _State
 from .compression import Compression
-from .mpi_ops import (Average, Max, Min, Product, Sum, allgather, allgather_async, allreduce,
+from .mpi_ops import (Adasum, Average, Max, Min, Product, Sum, allgather, allgather_async, allreduce,
                       allreduce_, allreduce_async, allreduce_async_, alltoall, alltoall_async,
                       barrier, broadcast, broadcast_, broadcast_async, broadcast_async_,
                       grouped_allgather, grouped_allgather_async, grouped_allreduce,
                       grouped_allreduce_, grouped_allreduce_async, grouped_allreduce_async_,
                       grouped_broadcast_, grouped_broadcast_async_, grouped_reducescatter,
-                      grouped_reducescatter_async, join, reducescatter, reducescatter_async)
+                      grouped_reducescatter_async, join, reducescatter, reducescatter_async,
+                      sparse_allreduce_async)
 from .optimizer import (DistributedOptimizer, allgather_object, broadcast_object,
                         broadcast_optimizer_state, broadcast_parameters)
 from .sync_batch_norm import SyncBatchNorm
@@ -61,9 +62,91 @@ def local_size(process_set=None):
     return ps.local_size() if isinstance(ps, ProcessSet) else ps.local_size
 
 
+# ------------------------------------------------------------------------------------------------
+# Build and controller queries, answered as Horovod answers them for an MPI build
+# ------------------------------------------------------------------------------------------------
+
+HorovodInternalError = HcollError  # what Horovod raises for a failed collective
+
+
 def nccl_built():
-    from .. import nccl_built as _nccl_built
-    return _nccl_built()
+    """NCCL's version code (e.g. 22809 for 2.28.9) if hcoll has the NCCL backend, else 0 (as
+    Horovod's: usable both as a bool and in `nccl_built() >= 2700`)."""
+    from .. import nccl_version
+    return nccl_version()
+
+
+def cuda_built():
+    """CUDA tensors are supported exactly when the NCCL backend is built."""
+    return nccl_built() != 0
+
+
+def mpi_built():
+    from .. import mpi_version
+    return not mpi_version().startswith("none")
+
+
+def mpi_enabled():
+    """True: hcoll.torch's ranks are MPI processes (hcoll's MPI backend is its controller)."""
+    return mpi_built()
+
+
+def mpi_threads_supported():
+    """True: hcoll initializes (or requires) MPI_THREAD_MULTIPLE."""
+    return mpi_built()
+
+
+def gloo_built():
+    return False
+
+
+def gloo_enabled():
+    return False
+
+
+def ccl_built():
+    return False
+
+
+def ddl_built():
+    return False
+
+
+def rocm_built():
+    return False
+
+
+def cross_rank():
+    """This rank's index among the global set's ranks with the same local_rank (its node's
+    index when every node runs the same number of ranks)."""
+    return _State.topology()[0]
+
+
+def cross_size():
+    """How many ranks of the global set have this rank's local_rank (the number of nodes when
+    every node runs the same number of ranks)."""
+    return _State.topology()[1]
+
+
+def is_homogeneous():
+    """True when every node runs the same number of ranks of the global set."""
+    return _State.topology()[2]
+
+
+def start_timeline(file_path, mark_cycles=False):
+    """Starts writing this process's timeline (Chrome-trace JSON, per-rank file names as
+    HCOLL_TIMELINE) to `file_path`; a timeline being written is finished first. Negotiation
+    cycles are always marked (mark_cycles is accepted for Horovod's signature)."""
+    from .. import start_timeline as _start
+    _or_global(None)
+    _start(file_path)
+
+
+def stop_timeline():
+    """Finishes and closes the timeline file."""
+    from .. import stop_timeline as _stop
+    _or_global(None)
+    _stop()
 
 
 __all__ = [n for n in dir() if not n.startswith("_")]

@@ -18,15 +18,16 @@ import torch
 
 from .. import _api
 from .. import _lib
+from .. import _tensor
+from ._outputs import TorchOutputs
+
+_OUTPUTS = TorchOutputs()  # the runtime's output allocator when init() initializes hcoll
 
 lib = _lib.lib
 HcollError = _api.HcollError
 _check = _api._check
 
-_TO_HCOLL = {torch.uint8: _lib.UINT8, torch.int8: _lib.INT8, torch.int16: _lib.INT16,
-             torch.int32: _lib.INT32, torch.int64: _lib.INT64, torch.float16: _lib.FLOAT16,
-             torch.bfloat16: _lib.BFLOAT16, torch.float32: _lib.FLOAT32,
-             torch.float64: _lib.FLOAT64, torch.bool: _lib.BOOL}
+_TO_HCOLL = _tensor.torch_dtypes()
 _TO_TORCH = {v: k for k, v in _TO_HCOLL.items()}
 _ELEMENT_SIZE = {k: torch.empty((), dtype=k).element_size() for k in _TO_HCOLL}
 
@@ -92,9 +93,10 @@ class ProcessSet:
     """A group of ranks with its own hcoll communicator (Horovod's process set). `comm` is the
     hcoll.Comm, None on ranks that are not members."""
 
-    def __init__(self, comm):
+    def __init__(self, comm, ranks=None):
         self.comm = comm
         self.handle = comm._handle if comm is not None else None
+        self.ranks = None if ranks is None else list(ranks)  # global ranks of the members
 
     def included(self):
         return self.comm is not None
@@ -119,6 +121,25 @@ class _State:
     owns_runtime = False     # init() initialized hcoll (and shutdown() shuts it down)
     global_set = None        # the default process set
     sets = []                # every set init() or add_process_set() made
+    cross = None             # (cross_rank, cross_size, homogeneous), gathered by init()
+
+    @staticmethod
+    def topology():
+        if _State.cross is None:
+            raise ValueError("hcoll.torch is not initialized: call hcoll.torch.init() first")
+        return _State.cross
+
+
+def _gather_topology(comm):
+    """(cross_rank, cross_size, homogeneous) of this rank of `comm`: one allgather of every
+    rank's (local_rank, local_size), at init() where every member takes part."""
+    mine = torch.tensor([[comm.local_rank, comm.local_size]], dtype=torch.int64)
+    h = submit_with_outputs("allgather", comm._h(), b"hcoll.torch.init.topology", [mine], (),
+                            mine.device, lambda req, outs: outs[0])
+    everyone = synchronize(h).tolist()
+    local_rank = comm.local_rank
+    same = [r for r, (lr, _) in enumerate(everyone) if lr == local_rank]
+    return (same.index(comm.rank), len(same), len({ls for _, ls in everyone}) == 1)
 
 
 def _require_init():
@@ -141,6 +162,32 @@ def resolve(comm):
         raise HcollError(_lib.ERR_NOT_MEMBER, "this rank is not a member of the process set "
                          "(or the set was removed)")
     return ps.handle
+
+
+def global_rank():
+    """This rank in the global process set (what Horovod's rank() and root_rank mean)."""
+    return _require_init().comm.rank
+
+
+def is_root(process_set, root_rank):
+    """Whether this rank is `root_rank` (global; an hcoll.Comm's own rank for a Comm)."""
+    if isinstance(process_set, _api.Comm):
+        return process_set.rank == int(root_rank)
+    return global_rank() == int(root_rank)
+
+
+def root_in(process_set, root_rank):
+    """The communicator rank of global rank `root_rank` in `process_set` (Horovod's root_rank is
+    a global rank also when a process set is given). An hcoll.Comm keeps its own numbering."""
+    root_rank = int(root_rank)
+    if process_set is None or isinstance(process_set, _api.Comm):
+        return root_rank
+    ranks = process_set.ranks
+    if ranks is None or process_set is _State.global_set:
+        return root_rank
+    if root_rank not in ranks:
+        raise ValueError(f"root_rank {root_rank} is not a member of the process set {ranks}")
+    return ranks.index(root_rank)
 
 
 def comm_size(comm):
@@ -168,29 +215,48 @@ def init(comm=None):
     if isinstance(comm, (list, tuple)) and comm and all(hasattr(c, "py2f") for c in comm):
         extra, comm = list(comm), None
     if not _api.is_initialized():
+        # hcoll.torch initializes hcoll: the runtime allocates its outputs as torch tensors
         if comm is not None and hasattr(comm, "py2f"):
-            _api.initialize(comm)
+            _api.initialize(comm, allocator=_OUTPUTS)
         elif extra:
             from mpi4py import MPI  # a list of mpi4py communicators: mpi4py is loaded already
-            _api.initialize(MPI.COMM_WORLD)
+            _api.initialize(MPI.COMM_WORLD, allocator=_OUTPUTS)
         else:
-            _api.initialize()
+            _api.initialize(allocator=_OUTPUTS)
         _State.owns_runtime = True
     world = _api.world()
     if isinstance(comm, (list, tuple)):
         _State.global_set = ProcessSet(world.create([int(r) for r in comm]))
     else:
         _State.global_set = ProcessSet(world)
+    if _State.global_set.comm is not None:
+        _State.global_set.ranks = list(range(_State.global_set.comm.size))
     _State.sets = [_State.global_set]
+    if _State.global_set.comm is not None:
+        _State.cross = _gather_topology(_State.global_set.comm)
     for c in extra:
         null = getattr(type(c), "__module__", "").startswith("mpi4py") and not c
-        _State.sets.append(ProcessSet(None if null else _api.Comm.from_mpi(c)))
+        ps = ProcessSet(None if null else _api.Comm.from_mpi(c))
+        if ps.comm is not None and _State.global_set.comm is not None:
+            ps.ranks = _members(ps.comm, _State.global_set.comm.rank)
+        _State.sets.append(ps)
     return _State.global_set
+
+
+def _members(comm, my_global_rank):
+    """The global ranks of `comm`'s members in its rank order (collective over `comm`)."""
+    mine = torch.tensor([my_global_rank], dtype=torch.int64)
+    h = submit_with_outputs("allgather", comm._h(), b"hcoll.torch.process_set.ranks", [mine], (),
+                            mine.device, lambda req, outs: outs[0])
+    return synchronize(h).tolist()
 
 
 def add_process_set(ranks):
     """A ProcessSet of these ranks of the global set (collective over the global set)."""
-    ps = ProcessSet(_require_init().comm.create(list(ranks)))
+    if hasattr(ranks, "ranks"):  # Horovod also takes a ProcessSet object
+        ranks = ranks.ranks
+    ranks = [int(r) for r in ranks]
+    ps = ProcessSet(_require_init().comm.create(ranks), ranks)
     _State.sets.append(ps)
     return ps
 
@@ -218,6 +284,7 @@ def shutdown():
     """Releases what init() made; shuts hcoll down if init() initialized it."""
     _State.global_set = None
     _State.sets = []
+    _State.cross = None
     if _State.owns_runtime and _api.is_initialized():
         _api.shutdown()
     _State.owns_runtime = False
@@ -230,9 +297,6 @@ def is_initialized():
 # ------------------------------------------------------------------------------------------------
 # Handles and results
 # ------------------------------------------------------------------------------------------------
-
-_WAIT_SLICE_S = 0.05  # waits are sliced so that Ctrl-C reaches Python within ~50 ms
-
 
 class Handle:
     """One in-flight operation (what *_async returns; give it to synchronize() or poll()).
@@ -249,16 +313,8 @@ class Handle:
         self.result = result
 
     def __del__(self):
-        req = self.req
-        if req is None:
-            return
-        try:
-            if lib.hcoll_test(req) == _lib.IN_PROGRESS:
-                _api._orphans.append((req, self.keep))
-            else:
-                lib.hcoll_request_free(req)
-        except Exception:  # interpreter teardown: the library may be gone already
-            pass
+        if self.req is not None:
+            _api._release(self.req, self.keep)
 
 
 def _error(req, status):
@@ -268,13 +324,8 @@ def _error(req, status):
 
 def wait(req):
     """Blocks until `req` completed; raises HcollError for a failed operation."""
-    while True:
-        s = lib.hcoll_wait(req, _WAIT_SLICE_S)
-        if s == _lib.SUCCESS:
-            return
-        if s == _lib.IN_PROGRESS or (s == _lib.ERR_TIMEOUT
-                                     and lib.hcoll_test(req) == _lib.IN_PROGRESS):
-            continue
+    s = _api._wait_sliced(req)
+    if s != _lib.SUCCESS:
         raise _error(req, s)
 
 
@@ -289,7 +340,7 @@ def synchronize(handle):
     finally:
         handle.req = None
         handle.keep = None
-        lib.hcoll_request_free(req)
+        _api._free_request(req)
 
 
 def poll(handle):
@@ -334,10 +385,17 @@ def _copy_from_device(dst, src_ptr, nbytes):
 
 
 def _take_output(req, i, device):
+    """Output i as a torch tensor: the tensor the runtime wrote into when hcoll.torch's
+    allocator made it (no copy), else a copy of runtime-owned memory."""
     t = _lib.Tensor()
     _check(lib.hcoll_request_output(req, i, ctypes.byref(t)))
-    shape = tuple(t.shape[k] for k in range(t.ndim))
     dtype = _TO_TORCH[t.dtype]
+    outputs = _api._allocator
+    if outputs is _OUTPUTS:
+        out = outputs.adopt(t, dtype)
+        if out is not None:
+            return out
+    shape = tuple(t.shape[k] for k in range(t.ndim))
     out = torch.empty(shape, dtype=dtype, device=device)
     nbytes = out.numel() * _ELEMENT_SIZE[dtype]
     if nbytes:
@@ -440,6 +498,6 @@ def run(fn, comm_handle, args, keep):
         done = True
     finally:
         if done or lib.hcoll_test(r) != _lib.IN_PROGRESS:
-            lib.hcoll_request_free(r)
+            _api._free_request(r)
         else:
             _api._orphans.append((r, (args, keep)))

@@ -1,11 +1,14 @@
-"""Differentiable collectives (torch.autograd.Function) with Horovod's gradients: each backward
-is the collective that carries the gradient of the sum of every rank's loss back to the inputs.
+"""Differentiable collectives (torch.autograd.Function) with Horovod's gradients, which its own
+tests pin (see docs/torch.md, "Gradients"):
 
     allreduce      -> allreduce of the output gradient (same op and scale factors)
-    allgather      -> SUM allreduce of the output gradient, then this rank's rows
-    broadcast      -> SUM allreduce of the output gradient on the root, zero elsewhere
+    allgather      -> Average allreduce of the output gradient, then this rank's rows
+    broadcast      -> Average allreduce of the output gradient on the root, zero elsewhere
     alltoall       -> alltoall of the output gradient back to the senders
-    reducescatter  -> allgather of the output gradient (/ size for Average)
+    reducescatter  -> allgather of the output gradient (x size for Sum, x pre x post)
+
+Averaging (not summing) the gradients of allgather and broadcast makes each rank's gradient
+the gradient of the mean of the ranks' losses, the quantity DistributedOptimizer averages.
 """
 
 import torch
@@ -62,8 +65,8 @@ class AllgatherFn(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         dim, name, ps = ctx.args
-        summed = synchronize(ops.allreduce_async(grad, None, _grad_name(name), ops.Sum, 1.0, 1.0,
-                                                 ps))
+        summed = synchronize(ops.allreduce_async(grad.contiguous(), None, _grad_name(name),
+                                                 ops.Average, 1.0, 1.0, ps))
         rows = _offsets([dim], ps)[:, 0]
         offset = int(rows[:_core.comm_rank(ps)].sum())
         return summed.narrow(0, offset, dim), None, None
@@ -78,8 +81,8 @@ class GroupedAllgatherFn(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grads):
         dims, name, ps = ctx.args
-        summed = synchronize(ops.grouped_allreduce_async(grads, None, _grad_name(name), ops.Sum,
-                                                         1.0, 1.0, ps))
+        summed = synchronize(ops.grouped_allreduce_async(grads, None, _grad_name(name),
+                                                         ops.Average, 1.0, 1.0, ps))
         rows = _offsets(dims, ps)
         before = rows[:_core.comm_rank(ps)].sum(0)
         return (None, None) + tuple(g.narrow(0, int(before[i]), dims[i])
@@ -95,8 +98,9 @@ class BroadcastFn(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         root, name, ps = ctx.args
-        g = synchronize(ops.allreduce_async(grad, None, _grad_name(name), ops.Sum, 1.0, 1.0, ps))
-        if _core.comm_rank(ps) != root:
+        g = synchronize(ops.allreduce_async(grad.contiguous(), None, _grad_name(name),
+                                            ops.Average, 1.0, 1.0, ps))
+        if not _core.is_root(ps, root):  # root_rank is a global rank, as in Horovod
             g.zero_()
         return g, None, None, None
 
@@ -119,6 +123,13 @@ class AlltoallFn(torch.autograd.Function):
         return back, None, None, None
 
 
+def _scattered_grads(grads, op, scale, ps):
+    """Horovod's reducescatter gradient before the allgather: x size for Sum, x pre x post."""
+    if op == ops.Sum:
+        scale *= _core.comm_size(ps)
+    return [(g * scale if scale != 1.0 else g).contiguous() for g in grads]
+
+
 class ReducescatterFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, name, op, pre, post, process_set):
@@ -130,7 +141,23 @@ class ReducescatterFn(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         name, op, scale, ps = ctx.args
-        g = synchronize(ops.allgather_async(grad.contiguous(), _grad_name(name), ps))
-        if op == ops.Average:
-            scale /= _core.comm_size(ps)
-        return (g * scale if scale != 1.0 else g), None, None, None, None, None
+        g, = _scattered_grads([grad], op, scale, ps)
+        return synchronize(ops.allgather_async(g, _grad_name(name), ps)), None, None, None, None, \
+            None
+
+
+class GroupedReducescatterFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, op, pre, post, process_set, *tensors):
+        if op not in (ops.Sum, ops.Average):
+            raise ValueError("grouped_reducescatter is differentiable for Sum and Average only")
+        ctx.args = (name, op, pre * post, process_set)
+        return tuple(synchronize(ops.grouped_reducescatter_async(tensors, name, op, pre, post,
+                                                                 process_set)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        name, op, scale, ps = ctx.args
+        gs = synchronize(ops.grouped_allgather_async(_scattered_grads(grads, op, scale, ps),
+                                                     _grad_name(name), ps))
+        return (None, None, None, None, None) + tuple(gs)

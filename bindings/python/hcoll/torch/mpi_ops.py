@@ -7,6 +7,7 @@ is SUM). Names match operations across ranks; None lets hcoll name them by call 
 """
 
 import ctypes
+import operator
 
 import torch
 
@@ -19,6 +20,7 @@ Sum = _lib.SUM
 Min = _lib.MIN
 Max = _lib.MAX
 Product = _lib.PRODUCT
+Adasum = _lib.ADASUM  # float tensors on the CPU only (docs/torch.md)
 
 _byref = ctypes.byref
 
@@ -31,6 +33,23 @@ def _op(average, op, default=Average):
     if average is not None:
         return Average if average else Sum
     return default
+
+
+def _averaged_in_torch(op, tensors):
+    """Horovod averages in torch: a Sum in the runtime, then the output divided by the size in
+    its own dtype (truncating for integers). Done the same way here, results are bit-identical
+    to Horovod's (x / 3 and x * (1/3) differ in the last bit). bool keeps the runtime's Average,
+    which refuses it."""
+    return op == Average and all(t.dtype != torch.bool for t in tensors)
+
+
+def _divide(tensors, size):
+    for t in tensors:
+        if t.is_floating_point():
+            t.div_(size)
+        else:
+            t.div_(size, rounding_mode="trunc")
+    return tensors
 
 
 def _name(name):
@@ -66,16 +85,27 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
     if op is None or average is not None:
         op = _op(average, op)
     h = resolve(process_set)
+    divide = None
+    if _averaged_in_torch(op, (tensor,)):
+        op, size = Sum, _core.comm_size(process_set)
+        divide = size if size > 1 else None
     if tensor.is_contiguous():
         d = describe_cached(tensor)
         return submit(lib.hcoll_allreduce, h,
                       (None if name is None else name.encode(), d, d, op, prescale_factor,
-                       postscale_factor), tensor, None, tensor)
+                       postscale_factor), tensor,
+                      None if divide is None else (lambda req: _divide((tensor,), divide)[0]),
+                      tensor)
     work = tensor.contiguous()
     d = describe(work)
+
+    def finish(req):
+        if divide is not None:
+            _divide((work,), divide)
+        return tensor.copy_(work)
     return submit(lib.hcoll_allreduce, h,
                   (_name(name), _byref(d), _byref(d), op, prescale_factor, postscale_factor),
-                  (work, d), lambda req: tensor.copy_(work))
+                  (work, d), finish)
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -86,10 +116,14 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
     src = tensor if tensor.is_contiguous() else tensor.contiguous()
     out = torch.empty_like(src)
     din, dout = describe(src), describe(out)
+    finish = (lambda req: out)
+    if _averaged_in_torch(op, (src,)):
+        op, size = Sum, _core.comm_size(process_set)
+        finish = (lambda req: _divide((out,), size)[0])
     return submit(lib.hcoll_allreduce, h,
                   (_name(name), _byref(din), _byref(dout), op, prescale_factor,
                    postscale_factor),
-                  (src, out, din, dout), lambda req: out)
+                  (src, out, din, dout), finish)
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -123,8 +157,13 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
     tensors = list(tensors)
     work = _contiguous(tensors)
     din = describe_all(work)
+    size = None
+    if _averaged_in_torch(op, work):
+        op, size = Sum, _core.comm_size(process_set)
 
     def finish(req):
+        if size is not None:
+            _divide(work, size)
         _copy_back(tensors, work)
         return tensors
     return submit(lib.hcoll_grouped_allreduce, resolve(process_set),
@@ -138,9 +177,13 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
     srcs = _contiguous(list(tensors))
     outs = [torch.empty_like(t) for t in srcs]
     din, dout = describe_all(srcs), describe_all(outs)
+    finish = (lambda req: outs)
+    if _averaged_in_torch(op, srcs):
+        op, size = Sum, _core.comm_size(process_set)
+        finish = (lambda req: _divide(outs, size))
     return submit(lib.hcoll_grouped_allreduce, resolve(process_set),
                   (_name(name), len(srcs), din, dout, op, prescale_factor, postscale_factor),
-                  (srcs, outs, din, dout), lambda req: outs)
+                  (srcs, outs, din, dout), finish)
 
 
 def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
@@ -205,7 +248,8 @@ def broadcast_async_(tensor, root_rank, name=None, process_set=None):
     def finish(req):
         return tensor if work is tensor else tensor.copy_(work)
     return submit(lib.hcoll_broadcast, resolve(process_set),
-                  (_name(name), _byref(d), int(root_rank)), (work, d), finish)
+                  (_name(name), _byref(d), _core.root_in(process_set, root_rank)), (work, d),
+                  finish)
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=None):
@@ -218,8 +262,8 @@ def broadcast_(tensor, root_rank, name=None, process_set=None):
 
 
 def broadcast(tensor, root_rank, name=None, process_set=None):
-    """A new tensor holding root's value. Differentiable (gradient: the sum over ranks of the
-    output's gradient on root, zero elsewhere)."""
+    """A new tensor holding root's value (root_rank: a global rank). Differentiable (gradient:
+    the average over ranks of the output's gradient on root, zero elsewhere)."""
     if tensor.requires_grad and torch.is_grad_enabled():
         from .functions import BroadcastFn
         return BroadcastFn.apply(tensor, root_rank, name, process_set)
@@ -235,18 +279,35 @@ def grouped_broadcast_async_(tensors, root_rank, name=None, process_set=None):
         _copy_back(tensors, work)
         return tensors
     return submit(lib.hcoll_grouped_broadcast, resolve(process_set),
-                  (_name(name), len(work), d, int(root_rank)), (work, d), finish)
+                  (_name(name), len(work), d, _core.root_in(process_set, root_rank)),
+                  (work, d), finish)
 
 
 def grouped_broadcast_(tensors, root_rank, name=None, process_set=None):
     return synchronize(grouped_broadcast_async_(tensors, root_rank, name, process_set))
 
 
+def _integer_splits(splits):
+    """splits as a list of ints; anything but integers (a float tensor, 2.5) is refused, never
+    cast."""
+    if torch.is_tensor(splits):
+        if splits.is_floating_point() or splits.is_complex() or splits.dtype == torch.bool:
+            raise ValueError(f"alltoall: splits must hold integers, got a {splits.dtype} tensor")
+        return [int(s) for s in splits.reshape(-1).tolist()]
+    out = []
+    for s in splits:
+        try:
+            out.append(operator.index(s))  # ints and numpy integers; floats raise TypeError
+        except TypeError:
+            raise ValueError(f"alltoall: splits must hold integers, got {s!r}") from None
+    return out
+
+
 def alltoall_async(tensor, splits=None, name=None, process_set=None):
     """synchronize() returns (output, received_splits as an int32 tensor)."""
     sp = None
     if splits is not None:
-        splits = [int(s) for s in (splits.tolist() if torch.is_tensor(splits) else splits)]
+        splits = _integer_splits(splits)
         sp = (ctypes.c_int64 * max(len(splits), 1))(*splits)
 
     def post(req, outs):
@@ -314,8 +375,40 @@ def grouped_reducescatter(tensors, name=None, compression=None, op=Average, pres
         outs = grouped_reducescatter([p[0] for p in pairs], name, None, op, prescale_factor,
                                      postscale_factor, process_set)
         return [compression.decompress(o, p[1]) for o, p in zip(outs, pairs)]
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        from .functions import GroupedReducescatterFn
+        return list(GroupedReducescatterFn.apply(name, op, prescale_factor, postscale_factor,
+                                                 process_set, *tensors))
     return synchronize(grouped_reducescatter_async(tensors, name, op, prescale_factor,
                                                    postscale_factor, process_set))
+
+
+# ------------------------------------------------------------------------------------------------
+# sparse allreduce
+# ------------------------------------------------------------------------------------------------
+
+def sparse_allreduce_async(tensor, name=None, op=Average, process_set=None):
+    """Allreduce of a sparse COO tensor as Horovod does it: allgathers of its indices and values
+    (duplicate indices then sum when the result is used). Returns a callable that waits and
+    returns the sparse result (values / size for Average)."""
+    if op not in (Sum, Average):
+        raise ValueError("sparse_allreduce_async supports Sum and Average only")
+    t = tensor.coalesce() if not tensor.is_coalesced() else tensor
+    # allgather concatenates along dim 0: indices travel as (nnz, sparse_dim) rows
+    indices = t.indices().t().contiguous()
+    values = t.values().contiguous()
+    base = None if name is None else str(name)
+    h = grouped_allgather_async([indices, values],
+                                None if base is None else f"{base}.sparse", process_set)
+    size = _core.comm_size(process_set)
+
+    def handle():
+        gathered_indices, gathered_values = synchronize(h)
+        if op == Average:
+            gathered_values = gathered_values / size
+        return torch.sparse_coo_tensor(gathered_indices.t(), gathered_values, t.size(),
+                                       dtype=t.dtype, device=t.device)
+    return handle
 
 
 # ------------------------------------------------------------------------------------------------

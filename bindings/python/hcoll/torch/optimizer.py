@@ -28,7 +28,7 @@ class _Param:
     __hash__ is Python code, on the per-gradient path)."""
 
     __slots__ = ("p", "name", "delay", "bucket", "handle", "work", "ctx", "ptr", "desc", "view",
-                 "vptr")
+                 "vptr", "sparse", "shandle")
 
     def __init__(self, p, name, delay):
         self.p = p
@@ -42,6 +42,8 @@ class _Param:
         self.desc = None
         self.view = None    # flat buckets: p.grad is this view of the bucket's buffer
         self.vptr = None
+        self.sparse = False   # its gradients are sparse (seen by the probe hook): own path
+        self.shandle = None   # the sparse path's operation in flight: (kind, handle)
 
 
 class _Bucket:
@@ -73,7 +75,7 @@ class _Bucket:
 
 class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression, backward_passes_per_step, op,
-                 process_set, bucket_bytes, gradient_predivide_factor):
+                 process_set, bucket_bytes, gradient_predivide_factor, sparse_as_dense=False):
         super(self.__class__, self).__init__(params)
         self._compression = compression
         self._compressed = compression is not Compression.none
@@ -86,7 +88,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             if op != ops.Average:
                 raise ValueError("gradient_predivide_factor needs op=Average")
             self._pre, self._post = 1.0 / gradient_predivide_factor, gradient_predivide_factor
-        self._comm = _core.resolve(process_set)
+        self._sparse_as_dense = bool(sparse_as_dense)
+        # On a rank outside the process set this is the plain optimizer: nothing communicates
+        # (Horovod's behaviour); members average among themselves.
+        self._member = not (isinstance(process_set, _core.ProcessSet)
+                            and not process_set.included())
+        self._comm = _core.resolve(process_set) if self._member else None
+        self._process_set = process_set
 
         all_params = [p for g in self.param_groups for p in g["params"]]
         if named_parameters is not None:
@@ -106,8 +114,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             by_param = {p: f"allreduce.noname.{i}.{j}"
                         for i, g in enumerate(self.param_groups)
                         for j, p in enumerate(g["params"])}
+        self._parameter_names = {p: by_param[p] for p in all_params}  # as Horovod's attribute
         self._states = [_Param(p, by_param[p], self._passes)
-                        for p in all_params if p.requires_grad]
+                        for p in all_params if p.requires_grad] if self._member else []
         self._buckets = []
         if bucket_bytes and bucket_bytes > 0:
             self._make_buckets(int(bucket_bytes))
@@ -170,6 +179,20 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             acc = st.p.expand_as(st.p).grad_fn.next_functions[0][0]
             acc.register_hook(self._make_hook(st))
             self._grad_accs.append(acc)
+            st.p.register_hook(self._make_sparse_probe(st))
+
+    @staticmethod
+    def _make_sparse_probe(st):
+        # Runs on the incoming gradient before it is accumulated. A sparse gradient (e.g.
+        # nn.Embedding(sparse=True)) takes its own path, Horovod's: it must not be accumulated
+        # into a dense bucket view, so the parameter's gradient starts from None.
+        def probe(grad):
+            if grad.is_sparse:
+                st.sparse = True
+                if st.view is not None and st.p.grad is st.view:
+                    st.p.grad = None
+            return grad
+        return probe
 
     def _make_hook(self, st):
         # The per-gradient path (one call per parameter per backward pass): a countdown and a
@@ -178,8 +201,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         def hook(*_):
             st.delay -= 1
             if st.delay == 0:
+                if st.sparse:
+                    self._submit_sparse(st)
                 b = st.bucket
-                if b is None:
+                if st.sparse and b is None:
+                    pass
+                elif b is None:
                     self._submit_one(st)
                 else:
                     b.ready += 1
@@ -211,6 +238,30 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             p.grad = torch.zeros_like(p, memory_format=torch.contiguous_format)
         return p.grad
 
+    def _submit_sparse(self, st):
+        """Horovod's sparse path: allgathers of indices and values, or with sparse_as_dense a
+        dense allreduce of the densified gradient."""
+        g = st.p.grad
+        if g is None or not g.is_sparse:  # densified meanwhile: the dense path has it
+            st.sparse = False
+            return
+        if self._sparse_as_dense:
+            dense = g.to_dense().contiguous()
+            st.shandle = ("dense", ops.allreduce_async_(dense, None, st.name.decode(), self._op,
+                                                        self._pre, self._post,
+                                                        self._process_set), dense)
+        else:
+            st.shandle = ("sparse", ops.sparse_allreduce_async(
+                g, st.name.decode(), self._op, self._process_set), None)
+
+    def _finish_sparse(self, st):
+        kind, h, _ = st.shandle
+        st.shandle = None
+        if kind == "dense":
+            st.p.grad = _core.synchronize(h).to_sparse()
+        else:
+            st.p.grad = h().coalesce()
+
     def _submit_one(self, st):
         g = self._grad(st)
         if self._compressed:
@@ -233,7 +284,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def _submit_bucket(self, b):
         if b.flat is not None:
             for st in b.params:
-                if st.p.grad is not st.view:  # replaced since zero_grad(): home again
+                # replaced since zero_grad(): home again (sparse gradients stay out: their
+                # zero view goes along, the same on every rank)
+                if st.p.grad is not st.view and not st.sparse:
                     self._attach(st)
             if self._compressed:
                 pairs = [self._compression.compress(f) for f in b.flat]
@@ -247,7 +300,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                                     (b.name, len(b.flat), descs, descs, self._op, self._pre,
                                      self._post), (keep, descs), None)
             return
-        grads = [self._grad(st) for st in b.params]
+        members = [st for st in b.params if not st.sparse]
+        if not members:
+            return
+        grads = [self._grad(st) for st in members]
         if self._compressed:
             pairs = [self._compression.compress(g) for g in grads]
             b.work = [w.contiguous() for w, _ in pairs]
@@ -256,15 +312,15 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             keep = b.work
         else:
             if [g.data_ptr() for g in grads] != b.ptrs or grads[0].is_cuda:
-                for st, g in zip(b.params, grads):
+                for st, g in zip(members, grads):
                     if not g.is_contiguous():
                         st.p.grad = g.contiguous()
-                grads = [st.p.grad for st in b.params]
+                grads = [st.p.grad for st in members]
                 b.ptrs = [g.data_ptr() for g in grads]
                 b.descs = _core.describe_all(grads)
             keep = grads
         b.handle = _core.submit(_core.lib.hcoll_grouped_allreduce, self._comm,
-                                (b.name, len(b.params), b.descs, b.descs, self._op, self._pre,
+                                (b.name, len(members), b.descs, b.descs, self._op, self._pre,
                                  self._post), (keep, b.descs), None)
 
     def _unflat_params(self):
@@ -276,20 +332,26 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     # -- Horovod's optimizer interface -----------------------------------------------------------
 
     def _in_flight(self):
-        return (any(st.handle is not None for st in self._singles)
+        return (any(st.handle is not None or st.shandle is not None for st in self._states)
                 or any(b.handle is not None for b in self._buckets))
 
     def synchronize(self):
         """Submits what is not in flight yet, waits for everything and puts the averaged
         gradients into p.grad."""
+        for st in self._states:
+            if st.sparse and st.shandle is None and st.delay != self._passes:
+                self._submit_sparse(st)
         for st in self._singles:
-            if st.handle is None:
+            if st.handle is None and not st.sparse:
                 self._submit_one(st)
         for b in self._buckets:
             if b.handle is None:
                 self._submit_bucket(b)
         decompress = self._compression.decompress
         try:
+            for st in self._states:
+                if st.shandle is not None:
+                    self._finish_sparse(st)
             for st in self._singles:
                 if st.handle is not None:
                     h, st.handle = st.handle, None
@@ -311,6 +373,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             for st in self._singles:
                 st.handle = None
                 st.work = st.ctx = None
+            for st in self._states:
+                st.shandle = None
             passes = self._passes
             for st in self._states:
                 st.delay = passes
@@ -350,7 +414,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 for f in b.flat:
                     f.zero_()
                 for st in b.params:
-                    if st.p.grad is not st.view:
+                    if st.sparse:
+                        st.p.grad = None  # accumulated afresh as a sparse gradient
+                    elif st.p.grad is not st.view:
                         st.p.grad = st.view
         for p in self._unflat_params():
             g = p.grad
@@ -369,19 +435,33 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
                          backward_passes_per_step=1, op=ops.Average, comm=None,
                          bucket_bytes=DEFAULT_BUCKET_BYTES, gradient_predivide_factor=1.0,
-                         process_set=None):
+                         process_set=None, sparse_as_dense=False, num_groups=0, groups=None):
     """Wraps `optimizer` so that step() applies gradients averaged (op) over the process set.
 
     bucket_bytes: gradients are submitted in grouped allreduces of about this many bytes (one
     per bucket, as soon as the bucket is complete); 0 = one allreduce per parameter, submitted
     from its hook. Gradients accumulate locally over backward_passes_per_step backward passes
     (summed, as in Horovod) before they are averaged. The returned object is an instance of a
-    subclass of optimizer's class, built on its param_groups."""
+    subclass of optimizer's class, built on its param_groups.
+
+    Sparse gradients (nn.Embedding(sparse=True)) are averaged as Horovod does: allgathers of
+    their indices and values, or with sparse_as_dense=True a dense allreduce. num_groups and
+    groups (Horovod's grouping of allreduces) are accepted; bucket_bytes decides the grouping.
+    On a rank outside `process_set` the optimizer does not communicate."""
+    adasum_comm = process_set if process_set is not None else comm
+    member = not (isinstance(adasum_comm, _core.ProcessSet) and not adasum_comm.included())
+    # Horovod's delta optimizer; a non-member gets the plain one below, which does not communicate.
+    if op == ops.Adasum and member and _core.comm_size(adasum_comm) > 1:
+        if gradient_predivide_factor != 1.0:
+            raise ValueError("gradient_predivide_factor needs op=Average")
+        from .adasum_optimizer import adasum_optimizer
+        return adasum_optimizer(optimizer, named_parameters, compression,
+                                backward_passes_per_step, adasum_comm)
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
                op, process_set if process_set is not None else comm, bucket_bytes,
-               gradient_predivide_factor)
+               gradient_predivide_factor, sparse_as_dense)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -407,7 +487,7 @@ def broadcast_parameters(params, root_rank, process_set=None):
 def broadcast_object(obj, root_rank=0, name=None, process_set=None):
     """root_rank's `obj` (pickled) on every rank; the root gets its own object back."""
     name = name or "broadcast_object"
-    root = _core.comm_rank(process_set) == root_rank
+    root = _core.is_root(process_set, root_rank)  # a global rank, as in Horovod
     if root:
         payload = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
         size = torch.tensor([len(payload)], dtype=torch.int64)
@@ -442,5 +522,5 @@ def broadcast_optimizer_state(optimizer, root_rank, process_set=None):
     learning rate) into `optimizer` on every rank."""
     state = broadcast_object(optimizer.state_dict(), root_rank, "broadcast_optimizer_state",
                              process_set)
-    if _core.comm_rank(process_set) != root_rank:
+    if not _core.is_root(process_set, root_rank):
         optimizer.load_state_dict(state)

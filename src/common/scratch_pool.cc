@@ -1,6 +1,6 @@
-#include "backends/mpi/mpi_scratch.h"
+#include "common/scratch_pool.h"
 
-namespace hcoll::backends::mpi {
+namespace hcoll {
 
 ScratchPool::Buffer ScratchPool::take(size_t bytes) {
   {
@@ -15,9 +15,9 @@ ScratchPool::Buffer ScratchPool::take(size_t bytes) {
 }
 
 void ScratchPool::give(Buffer buffer) {
-  if (!buffer.bytes || buffer.capacity > kMaxPooledBytes) return;
+  if (!buffer.bytes || buffer.capacity > maxPooledBytes_) return;
   std::lock_guard<std::mutex> lock(mutex_);
   if (!spare_.bytes || spare_.capacity < buffer.capacity) spare_ = std::move(buffer);
 }
 
-}  // namespace hcoll::backends::mpi
+}  // namespace hcoll

@@ -1,0 +1,70 @@
+"""The output allocator hcoll.torch gives the runtime (hcoll_init_params_t's alloc/free).
+
+Outputs whose size only the negotiation decides (allgather's dim 0 depends on every rank) are
+allocated by the runtime. With this allocator each such output IS the storage of a torch tensor,
+allocated once the negotiated size is known, and the result is handed to the caller as that
+tensor: the runtime writes straight into it and nothing is copied afterwards.
+
+The allocator is called from hcoll's threads (ctypes takes the GIL for the call); the runtime
+never calls it while this process's Python code waits for it with the GIL held, since every C
+call releases the GIL. Buffers nobody adopted (a request freed without reading its outputs) are
+dropped when the request is freed through the Python layer (hcoll._api._free_request), or by
+the runtime's `free` for outputs it could not hand out. (Code that calls the raw C functions
+through ctypes in the same process must free its requests with _free_request too.)
+"""
+
+import ctypes
+
+import torch
+
+from .. import _lib
+
+lib = _lib.lib
+
+
+class TorchOutputs:
+    """Runtime outputs as torch tensors' storage. `live`: data pointer -> uint8 tensor, for
+    every buffer handed to the runtime and not yet adopted or dropped."""
+
+    def __init__(self):
+        self.live = {}
+        # The ctypes callbacks must outlive every call the runtime makes: this object is kept
+        # for the life of the process (hcoll.torch._core._OUTPUTS).
+        self.c_alloc = _lib.alloc_fn(self._alloc)
+        self.c_free = _lib.free_fn(self._free)
+
+    def _alloc(self, ctx, device, stream, nbytes):
+        try:
+            where = torch.device("cpu") if device < 0 else torch.device("cuda", device)
+            buf = torch.empty(max(int(nbytes), 1), dtype=torch.uint8, device=where)
+        except BaseException:  # noqa: B902 (nothing may escape into C): the op fails NO_MEMORY
+            return None
+        ptr = buf.data_ptr()
+        self.live[ptr] = buf
+        return ptr
+
+    def _free(self, ctx, device, ptr):
+        self.live.pop(ptr, None)
+
+    def adopt(self, t, dtype):
+        """The torch tensor of output descriptor `t` (dtype `dtype`), if this allocator made its
+        memory; None otherwise. The buffer is no longer tracked: the caller owns it."""
+        buf = self.live.pop(t.data, None) if t.data else None
+        if buf is None:
+            return None
+        shape = tuple(t.shape[k] for k in range(t.ndim))
+        count = 1
+        for d in shape:
+            count *= d
+        nbytes = count * torch.empty((), dtype=dtype).element_size()
+        return buf[:nbytes].view(dtype).view(shape)
+
+    def release(self, req):
+        """Drops the buffers of `req`'s outputs that nobody adopted (before the request is
+        freed: its outputs are then unreachable)."""
+        i = 0
+        t = _lib.Tensor()
+        while lib.hcoll_request_output(req, i, ctypes.byref(t)) == _lib.SUCCESS:
+            if t.data:
+                self.live.pop(t.data, None)
+            i += 1

@@ -1,0 +1,68 @@
+"""Shared set-up of the torch.distributed backend tests (test_c10d*.py).
+
+Runnable from the source tree (CTest sets PYTHONPATH to bindings/python, HCOLL_LIBRARY and
+HCOLL_C10D_MODULE_DIR to the build tree) and against an installed package (none of them set):
+nothing here names a source path. Each test_* function of the calling module runs in definition
+order on every rank; the first failure prints the traceback and ends the process at once, so the
+launcher tears the other ranks down instead of leaving them waiting.
+"""
+
+import inspect
+import os
+import sys
+import traceback
+from datetime import timedelta
+
+WAIT = timedelta(seconds=60)  # no single operation in these tests may take longer
+
+
+def init(timeout=timedelta(seconds=120)):
+    """Registers the backend and makes "hcoll" the default group (rank/size from hcoll's MPI
+    world, the store bootstrapped over hcoll)."""
+    import torch
+    import hcoll.torch.distributed as hdist
+
+    torch.set_num_threads(1)  # ranks share the machine's cores
+    hdist.init_process_group(timeout=timeout)
+    return hdist
+
+
+def done(work):
+    """Waits (bounded) for an async Work: a hang becomes a failure, not a stuck CI."""
+    assert work.wait(WAIT), "Work.wait returned False"
+    return work
+
+
+def raises(fn, *fragments):
+    """Runs fn, which must raise RuntimeError/ValueError/TypeError whose text contains every
+    fragment; returns the message."""
+    try:
+        fn()
+    except (RuntimeError, ValueError, TypeError) as e:
+        text = str(e)
+        for f in fragments:
+            assert f in text, f"expected {f!r} in the error, got: {text}"
+        return text
+    raise AssertionError(f"no exception (expected one mentioning {fragments})")
+
+
+def run(module_globals, teardown=None):
+    import torch.distributed as dist
+
+    tests = [(n, f) for n, f in module_globals.items() if n.startswith("test_") and callable(f)]
+    tests.sort(key=lambda item: inspect.getsourcelines(item[1])[1])
+    rank = "?"
+    try:
+        rank = dist.get_rank()
+        for name, fn in tests:
+            fn()
+            print(f"[rank {rank}] ok   {name}", flush=True)
+        if teardown:
+            teardown()
+    except BaseException:
+        print(f"[rank {rank}] FAIL", flush=True)
+        traceback.print_exc()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
+    print(f"[rank {rank}] {len(tests)} tests passed", flush=True)

@@ -1,0 +1,116 @@
+// The shared-memory lanes' ring (mpi_shm_ring.h) without MPI: a writer and a reader thread over
+// one ring in ordinary memory. Transfers of every size around the chunk boundaries, back to back,
+// so that the byte stream carries over from one transfer to the next exactly as the schedules
+// rely on (both sides cut every transfer alike); a full ring refusing more; and a transfer
+// abandoned half-way, of which the reader gets exactly what was pushed and nothing else.
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "backends/mpi/mpi_shm_ring.h"
+
+namespace {
+
+using hcoll::backends::mpi::ShmRing;
+constexpr size_t kChunk = ShmRing::kChunkBytes;
+
+// Zeroed memory for one ring, aligned for its counters.
+struct RingMemory {
+  std::vector<uint64_t> words = std::vector<uint64_t>(ShmRing::kBytes / sizeof(uint64_t) + 1, 0);
+  ShmRing ring() { return ShmRing(words.data()); }
+};
+
+// Transfer t's byte i: differs between neighbouring transfers and within a chunk.
+char pattern(size_t t, size_t i) {
+  return static_cast<char>((t * 131 + i * 7 + i / kChunk) & 0xff);
+}
+
+std::vector<size_t> boundarySizes() {
+  std::vector<size_t> sizes = {1, 2, 4095};
+  for (size_t k = 1; k <= ShmRing::kChunks + 2; ++k) {
+    for (size_t s : {k * kChunk - 1, k * kChunk, k * kChunk + 1}) sizes.push_back(s);
+  }
+  sizes.push_back(3 * kChunk / 2);
+  sizes.push_back(17 * kChunk + 12345);  // several laps of the ring
+  return sizes;
+}
+
+}  // namespace
+
+TEST_CASE("shm ring: transfers of every size around the chunk boundaries, back to back",
+          "[shm_ring]") {
+  RingMemory memory;
+  const std::vector<size_t> sizes = boundarySizes();
+  std::thread writer([&] {
+    ShmRing ring = memory.ring();
+    for (size_t t = 0; t < sizes.size(); ++t) {
+      std::vector<char> data(sizes[t]);
+      for (size_t i = 0; i < data.size(); ++i) data[i] = pattern(t, i);
+      for (size_t done = 0; done < data.size();) {
+        const size_t n = ring.push(data.data() + done, data.size() - done);
+        if (n == 0) std::this_thread::yield();
+        done += n;
+      }
+    }
+  });
+  ShmRing ring = memory.ring();
+  size_t wrongTransfer = SIZE_MAX, wrongByte = 0;
+  for (size_t t = 0; t < sizes.size(); ++t) {
+    std::vector<char> got(sizes[t]);
+    for (size_t done = 0; done < got.size();) {
+      const size_t n = ring.pull(got.data() + done, got.size() - done);
+      if (n == 0) std::this_thread::yield();
+      done += n;
+    }
+    for (size_t i = 0; i < got.size() && wrongTransfer == SIZE_MAX; ++i) {
+      if (got[i] != pattern(t, i)) wrongTransfer = t, wrongByte = i;
+    }
+  }
+  writer.join();
+  INFO("transfer " << wrongTransfer << " byte " << wrongByte);
+  CHECK(wrongTransfer == SIZE_MAX);
+  // Everything pushed was pulled: nothing is left for a next transfer to pick up.
+  char extra;
+  CHECK(ring.pull(&extra, 1) == 0);
+}
+
+TEST_CASE("shm ring: a full ring takes nothing until the reader frees a chunk", "[shm_ring]") {
+  RingMemory memory;
+  ShmRing ring = memory.ring();
+  std::vector<char> data((ShmRing::kChunks + 1) * kChunk, 'x');
+  CHECK(ring.push(data.data(), data.size()) == ShmRing::kChunks * kChunk);
+  CHECK(ring.push(data.data(), 1) == 0);
+  std::vector<char> got(kChunk);
+  CHECK(ring.pull(got.data(), got.size()) == kChunk);
+  CHECK(ring.push(data.data(), 10) == 10);  // one chunk, holding 10 bytes
+  CHECK(ring.push(data.data(), 1) == 0);
+}
+
+TEST_CASE("shm ring: a transfer abandoned half-way gives the reader exactly what was pushed",
+          "[shm_ring]") {
+  // The writer gives up on a 6.5-chunk transfer once the ring is full (its peer stopped
+  // reading): it pushed kChunks whole chunks, cut from the transfer's start as the reader cuts
+  // them. The reader, asking for the whole transfer, gets exactly those and nothing beyond.
+  RingMemory memory;
+  const size_t size = 6 * kChunk + kChunk / 2;
+  std::vector<char> data(size);
+  for (size_t i = 0; i < size; ++i) data[i] = pattern(1, i);
+  size_t pushed = 0;
+  std::thread writer([&] { pushed = memory.ring().push(data.data(), size); });
+  writer.join();
+  REQUIRE(pushed == ShmRing::kChunks * kChunk);
+  ShmRing ring = memory.ring();
+  std::vector<char> got(size, 0);
+  size_t done = 0;
+  for (int tries = 0; tries < 3; ++tries) done += ring.pull(got.data() + done, size - done);
+  CHECK(done == pushed);
+  bool same = true;
+  for (size_t i = 0; i < pushed; ++i) same = same && got[i] == data[i];
+  CHECK(same);
+  bool untouched = true;
+  for (size_t i = pushed; i < size; ++i) untouched = untouched && got[i] == 0;
+  CHECK(untouched);  // nothing beyond what was published was read
+}
