@@ -31,12 +31,6 @@ std::string shmSettingError() {
   return std::string("HCOLL_MPI_SHM must be 0 or 1, not '") + v + "'";
 }
 
-struct ShmLanes::Ring {
-  uint64_t* published;  // chunks the writer has filled (written by the writer only)
-  uint64_t* consumed;   // chunks the reader has emptied (written by the reader only)
-  char* chunks;
-};
-
 std::shared_ptr<ShmLanes> ShmLanes::make(MPI_Comm comm, int rank, int size, int localSize,
                                          uint64_t uniqueId) {
   // Decided by facts every rank shares (size, localSize) before any rank looks further, so the
