@@ -12,6 +12,7 @@ mpiexec=$1 program=$2 bound=$3 dir=$4
 mkdir -p "$dir"
 pidfile=$dir/exit-bound.pid statusfile=$dir/exit-bound.status outfile=$dir/exit-bound.out
 rm -f "$pidfile" "$statusfile"
+: >"$outfile"  # a previous run's output must not satisfy the waits below
 "$mpiexec" -disable-auto-cleanup \
   -n 1 sh -c '"$0" peer-dies-after-close; echo "$? $(date +%s%N)" > "$1"' "$program" "$statusfile" : \
   -n 1 "$program" peer-dies-after-close "$pidfile" >"$outfile" 2>&1 &
