@@ -43,7 +43,7 @@ void ProcessGroupHcoll::submitted(hcoll_status_t status, const std::string& call
   }
 }
 
-void ProcessGroupHcoll::poison(Kind kind) noexcept {
+void ProcessGroupHcoll::poison(Kind kind, const std::string& name) noexcept {
   // A descriptor no c10d call produces (a bool tensor of HCOLL_MAX_NDIM dimensions of 1): the
   // peers' operation of the same call-order name cannot match it and fails with MISMATCH on every
   // rank. Peers that failed the same call locally submit the same poison, which simply completes.
@@ -55,7 +55,8 @@ void ProcessGroupHcoll::poison(Kind kind) noexcept {
   hcoll_status_t status = HCOLL_SUCCESS;
   switch (kind) {
     case Kind::kAllreduce:
-      status = lib_->hcoll_allreduce(c, nullptr, &t, &t, HCOLL_MAX, 1.0, 1.0, &req);
+      status = lib_->hcoll_allreduce(c, name.empty() ? nullptr : name.c_str(), &t, &t, HCOLL_MAX,
+                                     1.0, 1.0, &req);
       break;
     case Kind::kAllgather:
       status = lib_->hcoll_allgather(c, nullptr, &t, &req);
@@ -77,13 +78,14 @@ void ProcessGroupHcoll::poison(Kind kind) noexcept {
 }
 
 template <typename Submit>
-c10::intrusive_ptr<c10d::Work> ProcessGroupHcoll::run(Kind kind, Submit&& submit) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupHcoll::run(Kind kind, Submit&& submit,
+                                                      const std::string& name) {
   try {
     return submit();
   } catch (...) {
     // Nothing of this call was enqueued here (checks and submission come before enqueue); the
     // peers must not wait for it.
-    poison(kind);
+    poison(kind, name);
     throw;
   }
 }
@@ -174,7 +176,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHcoll::groupedAllreduce(std::vector<a
                                       d.size(), d.data(), d.data(), op, prescale, postscale, &req),
         call);
     return enqueue(c10d::OpType::ALLREDUCE_COALESCED, call, req, tensors, tensors);
-  });
+  }, name);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHcoll::reduce(std::vector<at::Tensor>& tensors,

@@ -72,13 +72,15 @@ class ProcessGroupHcoll : public c10d::ProcessGroup {
 
   // Runs `submit` (checks, then the hcoll call and enqueue); if it throws, poisons `kind` first.
   template <typename Submit>
-  c10::intrusive_ptr<c10d::Work> run(Kind kind, Submit&& submit);
+  // `name`: the call's hcoll name (empty: named by call order), which the stand-in takes too, so
+  // that it meets the peers' operation of that name (and never shifts the call-order names).
+  c10::intrusive_ptr<c10d::Work> run(Kind kind, Submit&& submit, const std::string& name = {});
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const std::string& call,
                                          hcoll_request_t request, std::vector<at::Tensor> outputs,
                                          std::vector<at::Tensor> keepAlive,
                                          HcollWork::Finalize finalize = {});
   void submitted(hcoll_status_t status, const std::string& call) const;
-  void poison(Kind kind) noexcept;
+  void poison(Kind kind, const std::string& name) noexcept;
   at::Tensor single(std::vector<at::Tensor>& tensors, const std::string& call) const;
   // alltoall_into of 1-D `in` (splits in elements) into 1-D `out`; `expected[i]`: the elements
   // that must come from rank i (checked once complete, -1 = any); then `done`.

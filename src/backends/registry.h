@@ -31,6 +31,10 @@ struct BackendOptions {
   // How long the transport's finalize at exit may wait for peers before the process ends anyway
   // (a peer that closed cleanly may still die before finalizing): min(stall shutdown time, 30 s).
   double exitBoundSeconds = 30.0;
+  // Runs at process exit after beforeExit: whether every rank closed together (the bound above
+  // applies only then; a peer that merely stopped talking to this rank may still be working, and
+  // ending this process inside finalize would make the launcher end the job under it).
+  bool (*closedTogether)() = nullptr;
 };
 
 // Which memory a backend's collectives serve (BackendInfo::memory bits).

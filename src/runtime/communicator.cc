@@ -12,6 +12,8 @@ namespace hcoll::runtime {
 // A communicator of this process saw a peer stop mid-operation or not answer its close (set by
 // the loop, communicator_loop.cc), or this process aborted.
 std::atomic<bool> gTroubledCommunicators{false};
+// A communicator of this process stopped other than in a round where every rank was closing.
+std::atomic<bool> gPartedCommunicators{false};
 
 namespace {
 
@@ -168,6 +170,8 @@ void Communicator::abort() {
 }
 
 bool Communicator::anyTroubled() { return gTroubledCommunicators.load(); }
+
+bool Communicator::allClosedTogether() { return !gPartedCommunicators.load(); }
 
 void Communicator::announceAbort(const std::string& reason) {
   gTroubledCommunicators.store(true);

@@ -75,6 +75,12 @@ class Communicator {
   // answer its close (or was told so by a peer), or this process aborted: MPI_Finalize, which
   // waits for every peer, could then wait forever.
   static bool anyTroubled();
+  // Whether every communicator of this process that stopped did so in a round where every rank
+  // was closing it: then all ranks are shutting down together, and a peer's MPI_Finalize that
+  // has not come within the exit bound means that peer died after its close. Otherwise a peer may
+  // still be busy with work of its own (it stopped talking to this rank but lives on), and
+  // MPI_Finalize must wait for it as long as that takes.
+  static bool allClosedTogether();
 
   // The communicator's stall shutdown time (0 = never): the initialize-time setting until
   // changed collectively (hcoll_comm_set_timeout).

@@ -20,6 +20,7 @@
 namespace hcoll::runtime {
 
 extern std::atomic<bool> gTroubledCommunicators;  // communicator.cc
+extern std::atomic<bool> gPartedCommunicators;    // communicator.cc
 
 namespace {
 
@@ -50,6 +51,8 @@ struct Communicator::LoopState {
   bool peerStuck = false;
   std::string leaver;  // a peer closed the communicator: who (for per-operation messages)
   bool ended = false;  // a round said stop (the thread's or a caller's): the thread stops
+  // The last round had every rank closing: all of them are shutting down together.
+  bool closedTogether = false;
 };
 
 struct Communicator::Engine {
@@ -361,7 +364,10 @@ Communicator::RoundOutcome Communicator::runRoundUnguarded(
     return RoundOutcome::kStop;
   }
   state.productive = !round.responses.empty();
-  if (round.allClosing) return RoundOutcome::kStop;
+  if (round.allClosing) {
+    state.closedTogether = true;
+    return RoundOutcome::kStop;
+  }
   if (round.anyClosing) {
     // Some rank closes the communicator: this was its last round on every rank.
     if (!closing) {
@@ -427,6 +433,7 @@ void Communicator::stop(PendingOps& pending, LoopState& state) {
   // Only evidence that a peer may never finalize keeps MPI_Finalize from running at exit: peers
   // that closed cleanly, or gave up on a stall (alive, just not submitting), finalize too.
   if (state.peerStuck) gTroubledCommunicators.store(true);
+  if (!state.closedTogether) gPartedCommunicators.store(true);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopped_ = true;

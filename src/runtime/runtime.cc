@@ -32,6 +32,8 @@ bool shutdownBeforeFinalize() {
   return !Communicator::anyTroubled();
 }
 
+bool closedTogether() { return Communicator::allClosedTogether(); }
+
 }  // namespace
 
 std::shared_ptr<Runtime> Runtime::current() {
@@ -57,8 +59,9 @@ Status Runtime::initialize(const InitOptions& options) {
   backendOptions.externalWorld = options.externalWorld;
   backendOptions.localRanks = options.localRanks;
   backendOptions.beforeExit = shutdownBeforeFinalize;
-  // Exit is bounded in every case: no longer than a stall may last, and never more than 30 s
-  // (a stall shutdown time of 0 means never).
+  backendOptions.closedTogether = closedTogether;
+  // Exit after a close every rank made together is bounded: no longer than a stall may last, and
+  // never more than 30 s (a stall shutdown time of 0 means never).
   constexpr double kMaxExitSeconds = 30.0;
   const double stall = rt->config_.stallShutdownSeconds;
   backendOptions.exitBoundSeconds = stall > 0 ? std::min(stall, kMaxExitSeconds) : kMaxExitSeconds;

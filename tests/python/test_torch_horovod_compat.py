@@ -49,10 +49,18 @@ def test_build_and_controller_queries():
 
 
 def test_argument_errors_are_value_errors():
-    h = hvd.allreduce_async(torch.ones(3), name="dup")
-    e = expect(ValueError, hvd.allreduce_async, torch.ones(3), name="dup")
-    assert isinstance(e, hcoll.HcollError) and e.status == hcoll.ERR_DUPLICATE_NAME
-    hvd.synchronize(h)  # the first is unaffected
+    # Each rank in turn holds an operation the others have not submitted yet, so it is certainly
+    # still in flight when the same name comes again (with every rank submitting at once, the
+    # first could complete before the second call, and nothing would be a duplicate).
+    for turn in range(N):
+        if R == turn:
+            h = hvd.allreduce_async(torch.ones(3), name=f"dup.{turn}")
+            e = expect(ValueError, hvd.allreduce_async, torch.ones(3), name=f"dup.{turn}")
+            assert isinstance(e, hcoll.HcollError) and e.status == hcoll.ERR_DUPLICATE_NAME
+        hvd.barrier()  # overtakes the pending "dup.<turn>" (SPEC: barrier)
+        if R != turn:
+            h = hvd.allreduce_async(torch.ones(3), name=f"dup.{turn}")
+        assert torch.equal(hvd.synchronize(h), torch.ones(3))  # the first is unaffected
     expect(ValueError, hvd.alltoall, torch.ones(N), torch.ones(N))           # float splits
     expect(ValueError, hvd.alltoall, torch.ones(N), [1.0] * N)
     expect(ValueError, hvd.alltoall, torch.ones(N + 1))                      # uneven

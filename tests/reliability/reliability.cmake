@@ -118,6 +118,15 @@ if(HCOLL_MPI STREQUAL "mpich")
             $<TARGET_FILE:hcoll-test-leave> 3 ${CMAKE_CURRENT_BINARY_DIR})
   set_tests_properties(leave.peer-dies-after-close.np2 PROPERTIES TIMEOUT 60
     LABELS "mpi;reliability" PROCESSORS 2 ENVIRONMENT "${stall_env}")
+  # The other side of that bound: ranks that did not close together (one still working) are not
+  # ended by it; the job ends normally once the late rank is done.
+  add_test(NAME leave.peer-works-after-close.np2
+    COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
+            $<TARGET_FILE:hcoll-test-leave> ${MPIEXEC_POSTFLAGS} peer-works-after-close)
+  set_tests_properties(leave.peer-works-after-close.np2 PROPERTIES TIMEOUT 60
+    LABELS "mpi;reliability" PROCESSORS 2 ENVIRONMENT "${stall_env}"
+    PASS_REGULAR_EXPRESSION "rank 1: PASS: finished its work after rank 0's close"
+    FAIL_REGULAR_EXPRESSION "FAIL|MPI_Finalize did not return within")
 endif()
 
 # Each setting that changes what ranks send or how they match, different on rank 1: initialize

@@ -31,6 +31,11 @@
 //                            (SIGSTOP) before its MPI_Finalize; rank 0 returns 0 from main, and
 //                            its exit's MPI_Finalize, which waits for rank 1 forever, ends within
 //                            the exit bound; then rank 1 is SIGKILLed (run_exit_bound.sh).
+//   peer-works-after-close   rank 0 closes and returns from main while rank 1, alive and busy
+//                            with work of its own, closes 6 s later (beyond the 3 s exit bound):
+//                            rank 0's exit waits for it (no watchdog: the ranks did not close
+//                            together), and rank 1 finishes its work (a watchdog ending rank 0
+//                            inside MPI_Finalize would have the launcher end rank 1 too).
 //   settings-differ VAR      rank-dependent environment (set by the launcher): hcoll_initialize
 //                            fails with INVALID_ARGUMENT naming VAR on every rank.
 #include <signal.h>
@@ -413,6 +418,21 @@ int peerDiesAfterClose(hcoll_comm_t world, const std::string& pidFile) {
   return gFailures == 0 ? 0 : 1;
 }
 
+int peerWorksAfterClose(hcoll_comm_t world) {
+  std::vector<float> data(16, 1.0f);
+  hcoll_request_t req = allreduce(world, "before-close", data);
+  check(hcoll_wait(req, 30) == HCOLL_SUCCESS && data[0] == 2.0f, "allreduce before the close");
+  hcoll_request_free(req);
+  barrier(world);
+  if (gRank == 1) {
+    std::this_thread::sleep_for(std::chrono::seconds(6));  // its own work, past the exit bound
+    std::printf("rank 1: PASS: finished its work after rank 0's close\n");
+    std::fflush(stdout);
+  }
+  check(hcoll_shutdown() == HCOLL_SUCCESS, "close");
+  return gFailures == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -435,6 +455,7 @@ int main(int argc, char** argv) {
   hcoll_comm_world(&world);
   hcoll_comm_rank(world, &gRank);
   if (scenario == "peer-dies-after-close") return peerDiesAfterClose(world, arg);
+  if (scenario == "peer-works-after-close") return peerWorksAfterClose(world);
   if (scenario == "return-from-main") return returnFromMain(world, arg);
   if (scenario == "shutdown-while-waiting") return shutdownWhileWaiting(world);
   if (scenario == "destroy-split") return destroySplit(world);

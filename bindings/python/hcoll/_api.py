@@ -207,13 +207,16 @@ def _free_request(handle):
 
 
 def _reap_orphans():
+    # Only the entries there now: hcoll_test releases the GIL, and a __del__ elsewhere (or on the
+    # runtime's thread, in the output allocator) may append meanwhile; those must not be dropped.
+    n = len(_orphans)
     still = []
-    for handle, keep in _orphans:
+    for handle, keep in _orphans[:n]:
         if lib.hcoll_test(handle) == _lib.IN_PROGRESS:
             still.append((handle, keep))
         else:
             _free_request(handle)
-    _orphans[:] = still
+    _orphans[:n] = still
 
 
 def _release(handle, keep):

@@ -24,6 +24,7 @@ namespace {
 
 std::once_flag gAtExitOnce;
 bool (*gBeforeFinalize)() = nullptr;
+bool (*gClosedTogether)() = nullptr;
 bool gOwnsMpi = false;
 double gFinalizeBoundSeconds = 30.0;
 
@@ -75,7 +76,14 @@ void finalizeWithin(double boundSeconds, int exitStatus) {
 void finalizeAtExit(int exitStatus, void*) {
   if (!mpiUsable()) return;
   const bool safe = gBeforeFinalize == nullptr || gBeforeFinalize();
-  if (gOwnsMpi && safe) finalizeWithin(gFinalizeBoundSeconds, exitStatus);
+  if (!gOwnsMpi || !safe) return;
+  // The watchdog's _exit skips stdio's flush at exit: flush now, whatever happens next.
+  std::fflush(nullptr);
+  if (gClosedTogether != nullptr && gClosedTogether()) {
+    finalizeWithin(gFinalizeBoundSeconds, exitStatus);
+  } else {
+    MPI_Finalize();
+  }
 }
 
 #if defined(MPICH_VERSION)
@@ -196,7 +204,8 @@ void abortJob(int exitCode) {
 }
 
 Status createBackend(std::optional<int> worldHandle, bool (*beforeFinalize)(),
-                     double finalizeBoundSeconds, std::unique_ptr<Backend>* out) {
+                     bool (*closedTogether)(), double finalizeBoundSeconds,
+                     std::unique_ptr<Backend>* out) {
   if (std::string foreign = foreignMpiLoaded(); !foreign.empty()) {
     return Status(Code::kUnsupported,
                   std::string("this hcoll was built against ") + kBuiltAgainst +
@@ -206,6 +215,7 @@ Status createBackend(std::optional<int> worldHandle, bool (*beforeFinalize)(),
                       (std::string(kForeignName) == "MPICH" ? "mpich" : "openmpi") + ")");
   }
   gBeforeFinalize = beforeFinalize;
+  gClosedTogether = closedTogether;
   gFinalizeBoundSeconds = finalizeBoundSeconds;
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
@@ -263,7 +273,8 @@ Status createFromOptions(const BackendOptions& options, std::unique_ptr<Backend>
     }
     world = static_cast<int>(*options.externalWorld);
   }
-  return createBackend(world, options.beforeExit, options.exitBoundSeconds, out);
+  return createBackend(world, options.beforeExit, options.closedTogether, options.exitBoundSeconds,
+                       out);
 }
 
 [[noreturn]] void abortWithCode(int exitCode) { abortJob(exitCode); }

@@ -16,13 +16,15 @@ namespace hcoll::backends::mpi {
 // too, and peers that left, gave up or are stuck may never do so. Skipping it makes the
 // launcher end the job (MPICH's hydra kills the other processes of a job when one exits without
 // finalizing), which is what a job whose peers failed needs. Even a peer that closed cleanly can
-// die before its MPI_Finalize: the exit's MPI_Finalize runs under a watchdog that ends the
-// process, with the status it was exiting with, after finalizeBoundSeconds.
+// die before its MPI_Finalize: when closedTogether() says every rank closed together, the exit's
+// MPI_Finalize runs under a watchdog that ends the process, with the status it was exiting with,
+// after finalizeBoundSeconds (otherwise a peer may still be working, and finalize waits for it).
 // worldHandle: the Fortran handle of the communicator to use as world (default MPI_COMM_WORLD).
 // Fails with UNSUPPORTED, before any MPI call, when the process has loaded a different MPI
 // library (e.g. Open MPI through mpi4py against an MPICH build): their symbols would mix.
 Status createBackend(std::optional<int> worldHandle, bool (*beforeFinalize)(),
-                     double finalizeBoundSeconds, std::unique_ptr<Backend>* out);
+                     bool (*closedTogether)(), double finalizeBoundSeconds,
+                     std::unique_ptr<Backend>* out);
 
 // Its registry entry (backends/registry.h): host memory, every operation, the default backend.
 // options.externalWorld is the world's Fortran handle; options.localRanks must be 0 or 1.
