@@ -1,5 +1,6 @@
 """The Python face of the C ABI: HcollError, lifecycle, Comm and Request."""
 
+import atexit
 import ctypes
 import os
 import sys
@@ -133,6 +134,22 @@ def initialize(mpi_comm=None, backend=None, local_ranks=0, allocator=None):
         params.alloc, params.free = allocator.c_alloc, allocator.c_free
     _check(lib.hcoll_initialize(ctypes.byref(params)))
     _allocator = allocator
+    if allocator is not None and not _shutdown_at_exit.registered:
+        # The runtime calls the allocator (Python) from its threads: shut it down while the
+        # interpreter still runs, not only from the library's own exit handler after it.
+        atexit.register(_shutdown_at_exit)
+        _shutdown_at_exit.registered = True
+
+
+def _shutdown_at_exit():
+    if _allocator is not None and lib.hcoll_is_initialized():
+        try:
+            shutdown()
+        except Exception:  # noqa: BLE001 (exit goes on; the library's handler runs later anyway)
+            pass
+
+
+_shutdown_at_exit.registered = False
 
 
 def shutdown():
