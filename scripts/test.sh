@@ -114,7 +114,7 @@ HCOLL_BUILD_DIR=$pip_dir/cmake CMAKE_BUILD_PARALLEL_LEVEL=$jobs \
 # Outside the source tree, with the check script copied out of it: neither the working directory
 # nor the script's folder can put the source tree's bindings/python/hcoll before the install.
 pip_run=$(mktemp -d)
-cp tests/packaging/pip_installed.py tests/python/c10d_testing.py tests/python/test_c10d.py \
+cp tests/packaging/pip_installed.py tests/python/harness.py tests/python/c10d_testing.py tests/python/test_c10d.py \
    tests/python/test_c10d_errors.py tests/python/test_c10d_ddp.py examples/torch_ddp.py "$pip_run/"
 # Every module listed must import from the venv's install: a part missing from the wheel fails here
 # instead of its tests silently not running.

@@ -1,17 +1,16 @@
 """Shared set-up of the torch.distributed backend tests (test_c10d*.py).
 
 Runnable from the source tree (CTest sets PYTHONPATH to bindings/python, HCOLL_LIBRARY and
-HCOLL_C10D_MODULE_DIR to the build tree) and against an installed package (none of them set):
-nothing here names a source path. Each test_* function of the calling module runs in definition
-order on every rank; the first failure prints the traceback and ends the process at once, so the
-launcher tears the other ranks down instead of leaving them waiting.
+HCOLL_C10D_MODULE_DIR to the build tree) and against an installed package (none of them set,
+HCOLL_TEST_INSTALLED=1: harness.py then leaves sys.path alone). Each test_* function of the
+calling module runs in definition order on every rank (harness.run); the first failure prints the
+traceback and ends the process at once, so the launcher tears the other ranks down instead of
+leaving them waiting.
 """
 
-import inspect
-import os
-import sys
-import traceback
 from datetime import timedelta
+
+import harness  # the shared runner
 
 WAIT = timedelta(seconds=60)  # no single operation in these tests may take longer
 
@@ -47,22 +46,10 @@ def raises(fn, *fragments):
 
 
 def run(module_globals, teardown=None):
+    """harness.run with the torch.distributed rank in its lines (the group is up by now)."""
     import torch.distributed as dist
 
-    tests = [(n, f) for n, f in module_globals.items() if n.startswith("test_") and callable(f)]
-    tests.sort(key=lambda item: inspect.getsourcelines(item[1])[1])
-    rank = "?"
-    try:
+    class _Ctx:
         rank = dist.get_rank()
-        for name, fn in tests:
-            fn()
-            print(f"[rank {rank}] ok   {name}", flush=True)
-        if teardown:
-            teardown()
-    except BaseException:
-        print(f"[rank {rank}] FAIL", flush=True)
-        traceback.print_exc()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(1)
-    print(f"[rank {rank}] {len(tests)} tests passed", flush=True)
+
+    harness.run(module_globals, setup=lambda: _Ctx, teardown=teardown)
