@@ -257,6 +257,10 @@ _WAIT_SLICE_S = 0.05
 def _wait_sliced(handle, deadline=None):
     """hcoll_wait on `handle` in slices until the operation ended or time.monotonic() passed
     `deadline` (None: never). Returns the final status, IN_PROGRESS if the deadline came first."""
+    if deadline is None:  # the common case, first slice: no clock reads
+        s = lib.hcoll_wait(handle, _WAIT_SLICE_S)
+        if s != _lib.IN_PROGRESS and s != _lib.ERR_TIMEOUT:
+            return s
     while True:
         left = _WAIT_SLICE_S if deadline is None else min(
             _WAIT_SLICE_S, max(0.0, deadline - time.monotonic()))

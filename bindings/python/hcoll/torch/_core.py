@@ -388,11 +388,13 @@ def _take_output(req, i, device):
     """Output i as a torch tensor: the tensor the runtime wrote into when hcoll.torch's
     allocator made it (no copy), else a copy of runtime-owned memory."""
     t = _lib.Tensor()
-    _check(lib.hcoll_request_output(req, i, ctypes.byref(t)))
+    s = lib.hcoll_request_output(req, i, ctypes.byref(t))
+    if s != _lib.SUCCESS:
+        _check(s)
     dtype = _TO_TORCH[t.dtype]
     outputs = _api._allocator
     if outputs is _OUTPUTS:
-        out = outputs.adopt(t, dtype)
+        out = outputs.adopt(t, dtype, _ELEMENT_SIZE[dtype])
         if out is not None:
             return out
     shape = tuple(t.shape[k] for k in range(t.ndim))
@@ -455,7 +457,7 @@ def submit_with_outputs(kind, comm_handle, name, srcs, extra, device, post=None,
         descs = describe_all(srcs)
         args = (name, n, descs) + tuple(extra)
     else:
-        descs = ctypes.pointer(describe(srcs[0]))
+        descs = describe_cached(srcs[0])
         args = (name, descs) + tuple(extra)
 
     def finish(req):

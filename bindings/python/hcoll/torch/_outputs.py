@@ -14,12 +14,32 @@ through ctypes in the same process must free its requests with _free_request too
 """
 
 import ctypes
+import math
+import threading
 
 import torch
 
 from .. import _lib
 
 lib = _lib.lib
+
+# A ctypes callback entered on a thread Python has never seen creates a Python thread state and
+# destroys it on return: ~8 us per call here, more than the rest of an allocating 512 KiB
+# allgather's Python overhead. The runtime calls the allocator from its negotiation/progress
+# threads, so on its first call on a thread the allocator takes one more GIL-state reference
+# and never gives it back: that thread's state then lives until the interpreter ends (a few
+# hundred bytes per runtime thread), and each later call only swaps the GIL (~0.1 us).
+# threading.local is per thread state, so a new thread reusing an old thread's id is still
+# seen as new.
+_thread_state_kept = threading.local()
+_CPU = torch.device("cpu")
+_gil_state_ensure = ctypes.pythonapi.PyGILState_Ensure
+
+
+def _keep_thread_state():
+    if not getattr(_thread_state_kept, "kept", False):
+        _gil_state_ensure()
+        _thread_state_kept.kept = True
 
 
 class TorchOutputs:
@@ -35,8 +55,9 @@ class TorchOutputs:
 
     def _alloc(self, ctx, device, stream, nbytes):
         try:
-            where = torch.device("cpu") if device < 0 else torch.device("cuda", device)
-            buf = torch.empty(max(int(nbytes), 1), dtype=torch.uint8, device=where)
+            _keep_thread_state()
+            where = _CPU if device < 0 else torch.device("cuda", device)
+            buf = torch.empty(nbytes or 1, dtype=torch.uint8, device=where)
         except BaseException:  # noqa: B902 (nothing may escape into C): the op fails NO_MEMORY
             return None
         ptr = buf.data_ptr()
@@ -44,20 +65,24 @@ class TorchOutputs:
         return ptr
 
     def _free(self, ctx, device, ptr):
+        _keep_thread_state()
         self.live.pop(ptr, None)
 
-    def adopt(self, t, dtype):
-        """The torch tensor of output descriptor `t` (dtype `dtype`), if this allocator made its
-        memory; None otherwise. The buffer is no longer tracked: the caller owns it."""
+    def adopt(self, t, dtype, element_size):
+        """The torch tensor of output descriptor `t` (dtype `dtype`, `element_size` bytes per
+        element), if this allocator made its memory; None otherwise. The buffer is no longer
+        tracked: the caller owns it. (Called once per output on every allocating call: kept to
+        the few torch calls it needs.)"""
         buf = self.live.pop(t.data, None) if t.data else None
         if buf is None:
             return None
-        shape = tuple(t.shape[k] for k in range(t.ndim))
-        count = 1
-        for d in shape:
-            count *= d
-        nbytes = count * torch.empty((), dtype=dtype).element_size()
-        return buf[:nbytes].view(dtype).view(shape)
+        ndim = t.ndim
+        shape = t.shape[:ndim]
+        nbytes = math.prod(shape) * element_size
+        if nbytes != buf.numel():  # the allocation is never smaller; larger only when empty
+            buf = buf[:nbytes]
+        out = buf.view(dtype)
+        return out if ndim == 1 else out.view(shape)
 
     def release(self, req):
         """Drops the buffers of `req`'s outputs that nobody adopted (before the request is
