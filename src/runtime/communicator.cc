@@ -126,8 +126,7 @@ Status Communicator::submit(std::unique_ptr<LocalOp> op) {
     if (op->callerDrivable) op->request->setProgress(seat_);
     op->submittedAt = std::chrono::steady_clock::now();
     op->flightSeq = recorder_->submitted(op->spec);
-    // In driven mode the caller will most likely drive it from its wait (see drivenMode_).
-    notify = !op->callerDrivable || !drivenMode_;
+    notify = progressMode_.wakesThread(op->callerDrivable);
     incoming_.push_back(std::move(op));
     hasIncoming_.store(true, std::memory_order_release);
   }

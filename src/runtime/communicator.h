@@ -26,6 +26,7 @@
 #include "runtime/flight_recorder.h"
 #include "runtime/liveness.h"
 #include "runtime/local_op.h"
+#include "runtime/progress_mode.h"
 #include "runtime/stats.h"
 #include "runtime/timeline.h"
 
@@ -98,7 +99,7 @@ class Communicator {
     std::mutex mutex;  // held while running rounds (or touching the engine)
     Communicator* comm = nullptr;
     // A waiting caller found the thread running the rounds: callers wait at once, driven mode
-    // would have let them drive (see drivenMode_).
+    // would have let them drive (ProgressMode::idleLook consumes it).
     std::atomic<bool> wanted{false};
   };
 
@@ -162,15 +163,6 @@ class Communicator {
   static constexpr std::chrono::microseconds kIdlePoll{50};  // poll for more work before sleeping
   std::unordered_set<std::string> inFlight_;
   std::array<uint64_t, kNumOpKinds> autoNameCounters_{};
-  // Driven mode: callers have been driving their operations (claimForCaller), so a drivable
-  // submission does not wake the thread: waking it (a context switch on a core the backend's
-  // progress needs) would be wasted. The idle thread then looks every kDrivenTick instead and
-  // takes what a caller left unclaimed for kClaimWindow, which ends driven mode (that caller
-  // does not wait at once: its later submissions wake the thread, as do all after
-  // kDrivenQuietTicks ticks without a submission). Ticks of 1 ms cost a 27 MiB allreduce 80 ms
-  // of its 14 ms in one of three steps on a 2-core machine (each wake preempts a polling rank);
-  // 5 ms ticks cost nothing measurable.
-  static constexpr std::chrono::microseconds kClaimWindow{100};
   // Above this many bytes of host memory in one round a caller leaves the work to the thread
   // (CUDA operations do not count: no host temporaries): the fixed cost caller progress saves is
   // noise there, and a backend's collectives may allocate temporary buffers of the message's
@@ -178,12 +170,10 @@ class Communicator {
   // 27 MiB allreduce then ran at 85 ms instead of 14 ms in half of the steps (page faults on
   // re-grown heap memory); the thread's arena maps them afresh.
   static constexpr size_t kCallerMaxBytes = 4u << 20;
-  static constexpr std::chrono::milliseconds kDrivenTick{5};
-  static constexpr int kDrivenQuietTicks = 20;
-  bool drivenMode_ = false;  // under mutex_
+  // Thread or driven mode, and the hand-over flag (progress_mode.h): under mutex_.
+  ProgressMode progressMode_;
   std::shared_ptr<Seat> seat_ = std::make_shared<Seat>();
   Engine* engine_ = nullptr;  // under seat_->mutex, while the thread runs
-  bool handedOver_ = false;   // under mutex_: a driving caller left work for the thread
   bool closing_ = false;
   std::atomic<bool> closeRequested_{false};  // closing_, readable by a round in progress
   bool stopped_ = false;

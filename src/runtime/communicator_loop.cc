@@ -120,7 +120,7 @@ Communicator::Wake Communicator::waitForWork(bool hadPending, bool productive) {
   const auto unmatchedPause =
       std::max<std::chrono::steady_clock::duration>(window, std::chrono::milliseconds(1));
   std::unique_lock<std::mutex> lock(mutex_);
-  auto stopping = [this] { return closing_ || abort_.load() || handedOver_; };
+  auto stopping = [this] { return closing_ || abort_.load() || progressMode_.handedOver(); };
   auto woken = [&] { return !incoming_.empty() || stopping(); };
   if (hadPending) {
     // Unmatched work: give other ranks (and this rank's callers) a cycle before re-asking.
@@ -143,31 +143,11 @@ Communicator::Wake Communicator::waitForWork(bool hadPending, bool productive) {
   // this rank's communicator too. (Not while a caller drives: its round looks.)
   using Clock = std::chrono::steady_clock;
   auto nextNoticeCheck = Clock::now() + Liveness::kIdlePollInterval;
-  int quietTicks = 0;
-  // When incoming work becomes the thread's: at once, but in driven mode a drivable operation
-  // only at the end of its claim window (max: nothing incoming).
-  auto takeAt = [this] {
-    if (incoming_.empty()) return Clock::time_point::max();
-    if (!drivenMode_) return Clock::time_point::min();
-    auto at = Clock::time_point::max();
-    for (const auto& op : incoming_) {
-      if (!op->callerDrivable) return Clock::time_point::min();
-      at = std::min(at, op->submittedAt + kClaimWindow);
-    }
-    return at;
-  };
   while (!stopping()) {
-    if (!drivenMode_ && seat_->wanted.exchange(false, std::memory_order_relaxed)) {
-      drivenMode_ = true;  // callers that wait at once found this thread running their rounds
-    }
-    if (!drivenMode_) quietTicks = 0;  // counts the ticks of one stretch of driven mode
+    progressMode_.absorbSeatWanted(seat_->wanted);
     const auto now = Clock::now();
-    const auto at = takeAt();
-    if (at <= now) {
-      // A drivable operation left unclaimed: its caller does not wait at once.
-      if (at != Clock::time_point::min()) drivenMode_ = false;
-      break;
-    }
+    const auto at = progressMode_.takeAt(incoming_);
+    if (progressMode_.takesWorkNow(now, at)) break;
     if (now >= nextNoticeCheck) {
       nextNoticeCheck = now + Liveness::kIdlePollInterval;
       lock.unlock();
@@ -182,14 +162,8 @@ Communicator::Wake Communicator::waitForWork(bool hadPending, bool productive) {
       if (!wake.peerFailure.isOk() || wake.joinFinalRound) break;
       continue;
     }
-    auto until = std::min(at, nextNoticeCheck);
-    if (drivenMode_) {
-      if (at == Clock::time_point::max() && ++quietTicks > kDrivenQuietTicks) {
-        drivenMode_ = false;  // callers have gone quiet: their next submission wakes the thread
-      } else {
-        until = std::min(until, now + kDrivenTick);
-      }
-    }
+    auto until = nextNoticeCheck;
+    progressMode_.beforeSleep(now, at, &until);
     wake_.wait_until(lock, until);
   }
   return wake;
@@ -222,7 +196,7 @@ bool Communicator::collectWork(Engine& engine, const Wake& wake, bool* closing) 
   for (auto& op : incoming_) engine.pending.add(std::move(op));
   incoming_.clear();
   hasIncoming_.store(false, std::memory_order_relaxed);
-  handedOver_ = false;
+  progressMode_.threadCollected();
   *closing = closing_;
   return true;
 }
@@ -250,7 +224,7 @@ bool Communicator::claimForCaller(Engine& engine) {
       bytes > kCallerMaxBytes) {
     return false;
   }
-  if (!incoming_.empty()) drivenMode_ = true;
+  progressMode_.callerClaimed(!incoming_.empty());
   for (auto& op : incoming_) engine.pending.add(std::move(op));
   incoming_.clear();
   hasIncoming_.store(false, std::memory_order_relaxed);
@@ -277,7 +251,7 @@ void Communicator::drive(const Request& request, std::chrono::steady_clock::time
     std::lock_guard<std::mutex> lock(mutex_);
     leftWork = engine.state.ended || !engine.pending.empty() ||
                engine.negotiator.roundInFlight() || !incoming_.empty();
-    handedOver_ = handedOver_ || leftWork;
+    progressMode_.callerLeft(leftWork);
   }
   if (leftWork) wake_.notify_one();
 }
