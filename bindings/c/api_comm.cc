@@ -195,6 +195,7 @@ HCOLL_API hcoll_status_t hcoll_comm_stats(hcoll_comm_t comm, hcoll_comm_stats_t*
     if (m & HCOLL_COMM_STATS_FIELD_BYTES) stats->bytes = snap.bytes;
     if (m & HCOLL_COMM_STATS_FIELD_QUEUE_DEPTH) stats->queue_depth = snap.queueDepth;
     if (m & HCOLL_COMM_STATS_FIELD_CALLER_ROUNDS) stats->caller_rounds = snap.callerRounds;
+    if (m & HCOLL_COMM_STATS_FIELD_FOLDED) stats->folded = snap.foldedOps;
     return HCOLL_SUCCESS;
   });
 }

@@ -82,6 +82,7 @@ PYBIND11_MODULE(_c10d, m) {
             d["bytes"] = s.bytes;
             d["queue_depth"] = s.queue_depth;
             d["caller_rounds"] = s.caller_rounds;
+            d["folded"] = s.folded;
             return d;
           },
           "hcoll's counters of this group's communicator (hcoll_comm_stats), as a dict")

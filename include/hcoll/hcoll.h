@@ -150,7 +150,8 @@ typedef struct hcoll_init_params {
 #define HCOLL_COMM_STATS_FIELD_BYTES (UINT64_C(1) << 5)
 #define HCOLL_COMM_STATS_FIELD_QUEUE_DEPTH (UINT64_C(1) << 6)
 #define HCOLL_COMM_STATS_FIELD_CALLER_ROUNDS (UINT64_C(1) << 7)
-#define HCOLL_COMM_STATS_FIELD_ALL (UINT64_C(0xff))
+#define HCOLL_COMM_STATS_FIELD_FOLDED (UINT64_C(1) << 8)
+#define HCOLL_COMM_STATS_FIELD_ALL (UINT64_C(0x1ff))
 
 /* Counters of one communicator since its creation (this rank's view). */
 typedef struct hcoll_comm_stats {
@@ -164,6 +165,8 @@ typedef struct hcoll_comm_stats {
   uint64_t queue_depth;             /* operations submitted and not yet completed, now */
   uint64_t caller_rounds;           /* of `cycles`, rounds a waiting caller's thread ran
                                        (caller progress, HCOLL_CALLER_PROGRESS) */
+  uint64_t folded;                  /* allreduces whose data moved with their round's readiness
+                                       exchange (the small-message fold: no data-plane call) */
 } hcoll_comm_stats_t;
 
 /* Options of one collective call: the last argument of every *_into function (NULL = defaults).

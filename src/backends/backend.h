@@ -80,6 +80,36 @@ class Channel : public Collectives {
   // Control plane, separate from the data plane so that negotiation never interleaves with data.
   // Bitwise AND of `words` across ranks, in place (same count on every rank).
   virtual PendingPtr allreduceBitsAnd(uint64_t* words, size_t count) = 0;
+  // The small-message fold: one rank's lone small allreduce carried by the readiness AND's own
+  // exchange (allreduceBitsAnd's), so that a cached operation needs one exchange, not two.
+  // Ranks that fold and ranks that do not take part in the same exchange (a rank not folding
+  // calls allreduceBitsAnd). When the step completes, *agreed says whether every rank folded
+  // the same `tag` (non-zero) with the same count, dtype and op; then `recv` holds the reduction
+  // (in rank order: the same bits on every rank), else `recv` is untouched. Every rank reaches
+  // the same verdict from the same exchanged bytes; whether the result is used is the runtime's
+  // decision (negotiator.cc), also from exchanged bits only.
+  struct FoldedAllreduce {
+    uint64_t tag = 0;
+    const void* send = nullptr;
+    void* recv = nullptr;
+    size_t count = 0;
+    DataType dtype = DataType::kFloat32;
+    ReduceOp op = ReduceOp::kSum;
+    bool* agreed = nullptr;  // required
+  };
+  // The most payload bytes a rank may fold into a readiness AND of `words` words: 0 where this
+  // channel cannot fold (then every rank's answer is 0: it depends only on what the ranks share).
+  virtual size_t foldableBytes(size_t words) const {
+    (void)words;
+    return 0;
+  }
+  // allreduceBitsAnd carrying `fold` (see FoldedAllreduce). A dtype/op the channel cannot fold
+  // is sent as "no fold" (*agreed then ends false on every rank).
+  virtual PendingPtr allreduceBitsAndFolded(uint64_t* words, size_t count,
+                                            const FoldedAllreduce& fold) {
+    *fold.agreed = false;
+    return allreduceBitsAnd(words, count);
+  }
   // Rank 0 receives every rank's bytes into (*atRoot)[rank]; other ranks only send.
   virtual PendingPtr gatherBytes(std::vector<uint8_t> mine,
                                  std::vector<std::vector<uint8_t>>* atRoot) = 0;

@@ -125,7 +125,7 @@ Status Communicator::submit(std::unique_ptr<LocalOp> op) {
                          (op->spec.device != kHostDevice || op->payloadBytes <= kCallerMaxBytes);
     if (op->callerDrivable) op->request->setProgress(seat_);
     op->submittedAt = std::chrono::steady_clock::now();
-    op->flightSeq = recorder_->submitted(op->spec);
+    op->flightSeq = recorder_->submitted(op->spec, op->submittedAt);
     notify = progressMode_.wakesThread(op->callerDrivable);
     incoming_.push_back(std::move(op));
     hasIncoming_.store(true, std::memory_order_release);
@@ -140,7 +140,8 @@ void Communicator::finish(std::unique_ptr<LocalOp> op, const Status& status) {
     std::lock_guard<std::mutex> lock(mutex_);
     inFlight_.erase(op->spec.name);
   }
-  recorder_->advance(op->flightSeq, FlightState::kDone, status.code());
+  recorder_->advance(op->flightSeq, FlightState::kDone, std::chrono::steady_clock::now(),
+                     status.code());
   op->request->complete(status);
 }
 
@@ -187,6 +188,7 @@ StatsSnapshot Communicator::stats() const {
   s.fusedTensors = stats_.fusedTensors.load();
   s.bytes = stats_.bytes.load();
   s.callerRounds = stats_.callerRounds.load();
+  s.foldedOps = stats_.foldedOps.load();
   std::lock_guard<std::mutex> lock(mutex_);
   s.queueDepth = inFlight_.size();
   return s;

@@ -37,7 +37,8 @@ class Negotiator;
 class Executor;
 
 struct StatsSnapshot {
-  uint64_t cycles, slowPath, cacheHits, backendCalls, fusedTensors, bytes, queueDepth, callerRounds;
+  uint64_t cycles, slowPath, cacheHits, backendCalls, fusedTensors, bytes, queueDepth, callerRounds,
+      foldedOps;
 };
 
 class Communicator {
@@ -140,7 +141,7 @@ class Communicator {
   void stop(PendingOps& pending, LoopState& state);
   void finish(std::unique_ptr<LocalOp> op, const Status& status);
   void advanceRecorder(const std::vector<ResponsePtr>& responses, const PendingOps& pending,
-                       FlightState to);
+                       FlightState to, std::chrono::steady_clock::time_point at);
   // Moves this rank's automatic-name counters past "<op>.<n>" operations that completed or
   // failed without it (while it had joined), so its next unnamed call matches the other ranks'.
   void alignAutoNames(const std::vector<ResponsePtr>& responses);

@@ -71,7 +71,9 @@ void Executor::execute(const std::vector<ResponsePtr>& responses, PendingOps& pe
     }
     ++i;
     std::unique_ptr<LocalOp> op = pending.take(r.spec.name);
-    const auto start = std::chrono::steady_clock::now();
+    const bool timed = timeline_ && timeline_->active();
+    const auto start = timed ? std::chrono::steady_clock::now()
+                             : std::chrono::steady_clock::time_point{};
     Status s;
     switch (r.spec.kind) {
       case OpKind::kAlltoall:
@@ -91,7 +93,7 @@ void Executor::execute(const std::vector<ResponsePtr>& responses, PendingOps& pe
         s = internalError(std::string("the executor cannot run ") + opKindName(r.spec.kind));
         break;
     }
-    if (timeline_ && timeline_->active()) recordExecution({op.get()}, r.spec.kind, 1, start);
+    if (timed) recordExecution({op.get()}, r.spec.kind, 1, start);
     if (op) finish_(std::move(op), s);
   }
 }
@@ -166,9 +168,11 @@ void Executor::runFusible(const std::vector<const Response*>& run, PendingOps& p
               config_.fusionThresholdBytes, &reused_.batches);
   for (auto [begin, end] : reused_.batches) {
     batch.assign(items.begin() + begin, items.begin() + end);
-    const auto start = std::chrono::steady_clock::now();
+    const bool timed = timeline_ && timeline_->active();
+    const auto start = timed ? std::chrono::steady_clock::now()
+                             : std::chrono::steady_clock::time_point{};
     Status s = runBatch(kind, batch);
-    if (timeline_ && timeline_->active()) {
+    if (timed) {
       std::vector<const LocalOp*> batchOps;
       for (const Item& it : batch) batchOps.push_back(it.op);
       recordExecution(batchOps, kind, batch.size(), start);

@@ -1,6 +1,7 @@
 // The executor's per-kind steps (executor_internal.h): pack the members, call the backend, unpack
 // into the outputs (caller-provided or from the output pool), for every operation kind.
 #include <algorithm>
+#include <cstring>
 
 #include "runtime/executor_internal.h"
 
@@ -59,7 +60,14 @@ Status Executor::allreduceBatch(const Plane& plane, const std::vector<Item>& ite
   uint8_t* buffer = nullptr;
   const void* send = nullptr;  // null: reduce in place in `buffer`
   const bool direct = items.size() == 1 && items[0].op != nullptr;
-  if (direct) {  // reduce into the caller's output: no fusion copy
+  // The reduction already rode in the round's readiness exchange (the small-message fold,
+  // negotiator.cc; host memory, prescale 1): only the postscale below is left.
+  const void* folded = direct ? items[0].op->foldedResult : nullptr;
+  if (folded != nullptr) {
+    buffer = static_cast<uint8_t*>(items[0].op->outputs[items[0].member].data);
+    std::memcpy(buffer, folded, total * elementSize);
+    stats_.foldedOps.fetch_add(1, std::memory_order_relaxed);
+  } else if (direct) {  // reduce into the caller's output: no fusion copy
     const Item& it = items[0];
     buffer = static_cast<uint8_t*>(it.op->outputs[it.member].data);
     // (Adasum reduces in place only.)
@@ -85,16 +93,19 @@ Status Executor::allreduceBatch(const Plane& plane, const std::vector<Item>& ite
       offset += it.elements();
     }
   }
-  backends::PendingPtr reduction;
-  if (spec.op == ReduceOp::kAdasum) {  // not element-wise: it needs the tensors' boundaries
-    std::vector<size_t> tensorCounts;
-    tensorCounts.reserve(items.size());
-    for (const Item& it : items) tensorCounts.push_back(it.elements());
-    reduction = plane.collectives->adasum(buffer, total, dtype, tensorCounts);
-  } else {
-    reduction = plane.collectives->allreduce(send, buffer, total, dtype, spec.op);
+  if (folded == nullptr) {
+    backends::PendingPtr reduction;
+    if (spec.op == ReduceOp::kAdasum) {  // not element-wise: it needs the tensors' boundaries
+      std::vector<size_t> tensorCounts;
+      tensorCounts.reserve(items.size());
+      for (const Item& it : items) tensorCounts.push_back(it.elements());
+      reduction = plane.collectives->adasum(buffer, total, dtype, tensorCounts);
+    } else {
+      reduction = plane.collectives->allreduce(send, buffer, total, dtype, spec.op);
+    }
+    HCOLL_RETURN_IF_ERROR(
+        submitAndWait(std::move(reduction), total * elementSize, items.size()));
   }
-  HCOLL_RETURN_IF_ERROR(submitAndWait(std::move(reduction), total * elementSize, items.size()));
   size_t offset = 0;
   for (const Item& it : items) {
     if (it.op) {

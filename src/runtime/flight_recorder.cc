@@ -49,8 +49,7 @@ const char* flightStateName(FlightState s) {
 FlightRecorder::FlightRecorder(int rank, int size)
     : id_(gNextId.fetch_add(1)), rank_(rank), size_(size) {}
 
-uint64_t FlightRecorder::submitted(const OpSpec& spec) {
-  const auto now = Clock::now();
+uint64_t FlightRecorder::submitted(const OpSpec& spec, Clock::time_point at) {
   uint64_t elements = 0, bytes = 0;
   for (const MemberSpec& m : spec.members) {
     uint64_t n = static_cast<uint64_t>(numElements(m.shape));
@@ -72,18 +71,21 @@ uint64_t FlightRecorder::submitted(const OpSpec& spec) {
   e.state = FlightState::kSubmitted;
   e.code = Code::kInProgress;
   e.at = {};
-  e.at[0] = now;
+  e.at[0] = at;
   return seq;
 }
 
-void FlightRecorder::advance(uint64_t seq, FlightState state, Code code) {
+void FlightRecorder::advance(uint64_t seq, FlightState state, Clock::time_point at, Code code) {
   if (seq == 0) return;
-  const auto now = Clock::now();
   std::lock_guard<std::mutex> lock(mutex_);
   Entry& e = ring_[seq % kCapacity];
   if (e.seq != seq) return;
+  // States passed over at once (negotiated and running, in one round) get the same time.
+  for (size_t s = static_cast<size_t>(e.state) + 1; s < static_cast<size_t>(state); ++s) {
+    e.at[s] = at;
+  }
   e.state = state;
-  e.at[static_cast<size_t>(state)] = now;
+  e.at[static_cast<size_t>(state)] = at;
   if (state == FlightState::kDone) e.code = code;
 }
 

@@ -35,10 +35,13 @@ class FlightRecorder {
   // `rank`/`size`: the communicator's; each recorder gets a process-unique id for its label.
   FlightRecorder(int rank, int size);
 
-  // Records a submitted operation and returns its sequence number (never 0).
-  uint64_t submitted(const OpSpec& spec);
-  // Advances operation `seq` (ignored once the ring overwrote it); `code` matters for kDone.
-  void advance(uint64_t seq, FlightState state, Code code = Code::kSuccess);
+  // Records an operation submitted at `at` and returns its sequence number (never 0).
+  uint64_t submitted(const OpSpec& spec, std::chrono::steady_clock::time_point at);
+  // Advances operation `seq` (ignored once the ring overwrote it) at `at`, and any state it
+  // passed over; `code` matters for kDone. (The times come from the caller: a clock read costs as much as the rest here, and
+  // a round's operations change state together.)
+  void advance(uint64_t seq, FlightState state, std::chrono::steady_clock::time_point at,
+               Code code = Code::kSuccess);
 
   // Human-readable lines, oldest first, and a header naming the communicator.
   std::vector<std::string> describe() const;

@@ -39,6 +39,10 @@ struct LocalOp {
   // What this rank moves (allgather: the gathered result): callers drive only small rounds.
   size_t payloadBytes = 0;
   uint64_t flightSeq = 0;  // this op's entry in the communicator's flight recorder
+  // The reduction of every rank's input, when this allreduce rode in its round's readiness
+  // exchange and every rank kept the result (the small-message fold, negotiator.cc): the
+  // executor then only applies the postscale. Valid until the round ends.
+  const void* foldedResult = nullptr;
 };
 
 // Pending operations in submission order, findable by name. Owned by one thread.

@@ -1,6 +1,7 @@
 #include "runtime/negotiator.h"
 
 #include <algorithm>
+#include <cstring>
 #include <mutex>
 
 #include "runtime/progress.h"
@@ -94,6 +95,7 @@ void Negotiator::beginRound(PendingOps& pending, bool closing) {
 
   uint64_t flags = closing ? kAnyClosing : 0;
   uint64_t autoCheck = 0;
+  int lastSlot = -1;  // the slot of the last operation looked at (-1: none)
   for (auto& op : pending.all()) {
     if (op->spec.kind == OpKind::kJoin) flags |= kAnyJoined;
     int slot = -1;
@@ -124,6 +126,7 @@ void Negotiator::beginRound(PendingOps& pending, bool closing) {
         (!op->announced && (slot < 0 || now - op->submittedAt > kAnnounceCachedAfter))) {
       flags |= kAnyUnannounced;
     }
+    lastSlot = slot;
   }
   if (coordinator_ && !coordinator_->empty() && now - lastInspection_ > kInspectEvery) {
     flags |= kCoordinatorWaiting;
@@ -131,7 +134,46 @@ void Negotiator::beginRound(PendingOps& pending, bool closing) {
   words_[kFlagsWord] = (~flags & kOrMask) | (closing ? kAllClosing : 0);
   words_[kAutoCheckWord] = autoCheck;
   words_[kAutoCheckComplementWord] = ~autoCheck;
+  foldOp_ = nullptr;
+  foldAgreed_ = false;
+  if (flags == 0 && pending.size() == 1 && lastSlot >= 0) {
+    if (backends::Channel::FoldedAllreduce fold; foldable(*pending.all().front(), lastSlot, &fold)) {
+      foldOp_ = pending.all().front().get();
+      entry_ = channel_.allreduceBitsAndFolded(words_.data(), words_.size(), fold);
+      return;
+    }
+  }
   entry_ = channel_.allreduceBitsAnd(words_.data(), words_.size());
+}
+
+bool Negotiator::foldable(const LocalOp& op, int slot, backends::Channel::FoldedAllreduce* fold) {
+  // A lone cached host allreduce of one tensor, small enough, that the executor would reduce
+  // straight from its input (prescale 1: the input's bytes are what it contributes).
+  const OpSpec& spec = op.spec;
+  if (spec.kind != OpKind::kAllreduce || spec.device != kHostDevice ||
+      spec.members.size() != 1 || op.inputs.size() != 1 || op.outputs.size() != 1 ||
+      spec.prescale != 1.0 || spec.op == ReduceOp::kAdasum) {
+    return false;
+  }
+  const MemberSpec& member = spec.members[0];
+  const size_t bytes = member.bytes();
+  if (bytes == 0 || bytes > kMaxFoldBytes || bytes > channel_.foldableBytes(words_.size())) {
+    return false;
+  }
+  // The contribution is copied: a step given up on may still be read after the operation
+  // failed and its caller freed the input (the copies are kept with the step's words).
+  const size_t words = (bytes + sizeof(uint64_t) - 1) / sizeof(uint64_t);
+  foldSend_.assign(words, 0);
+  foldResult_.assign(words, 0);
+  std::memcpy(foldSend_.data(), op.inputs[0].data, bytes);
+  fold->tag = static_cast<uint64_t>(slot) + 1;
+  fold->send = foldSend_.data();
+  fold->recv = foldResult_.data();
+  fold->count = static_cast<size_t>(numElements(member.shape));
+  fold->dtype = member.dtype;
+  fold->op = spec.op;
+  fold->agreed = &foldAgreed_;
+  return true;
 }
 
 Status Negotiator::round(PendingOps& pending, bool closing, RoundResult* out,
@@ -148,10 +190,28 @@ Status Negotiator::round(PendingOps& pending, bool closing, RoundResult* out,
     if (s.code() == Code::kInProgress) return s;  // handed over, still in flight
     std::lock_guard<std::mutex> lock(abandoned().mutex);
     abandoned().words.push_back(std::move(words_));
+    if (foldOp_ != nullptr) {
+      abandoned().words.push_back(std::move(foldSend_));
+      abandoned().words.push_back(std::move(foldResult_));
+    }
     return s;
   }
   entry_.reset();
   const uint64_t anyFlags = ~words_[kFlagsWord] & kOrMask;
+  if (foldOp_ != nullptr) {
+    // The fold stands when the exchanged bits say the normal round would run exactly this one
+    // operation: every rank folded it alike (the channel checked every header), no rank raised
+    // a flag, its slot is the only one set, and the automatic names agree. Every rank reads the
+    // same bits, so every rank keeps or discards the result alike (the first law).
+    bool stands = foldAgreed_ && anyFlags == 0 &&
+                  words_[kAutoCheckWord] == ~words_[kAutoCheckComplementWord];
+    size_t setBits = 0;
+    for (size_t i = kFirstSlotWord; stands && i < words_.size(); ++i) {
+      setBits += static_cast<size_t>(__builtin_popcountll(words_[i]));
+    }
+    if (stands && setBits == 1) foldOp_->foldedResult = foldResult_.data();
+    foldOp_ = nullptr;
+  }
   out->allClosing = (words_[kFlagsWord] & kAllClosing) != 0;
   out->anyClosing = (anyFlags & kAnyClosing) != 0;
   HCOLL_RETURN_IF_ERROR(replayCached(slots, out));

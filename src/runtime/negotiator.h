@@ -77,8 +77,12 @@ class Negotiator {
   Status waitControl(backends::PendingPtr& step, const char* what, bool entry = false,
                      std::chrono::steady_clock::time_point giveUpAt =
                          std::chrono::steady_clock::time_point::max());
-  // Starts the round's readiness allreduce over `pending` (entry_).
+  // Starts the round's readiness allreduce over `pending` (entry_), with the lone operation's
+  // data folded in when foldable() says so.
   void beginRound(PendingOps& pending, bool closing);
+  // Whether `op` (alone in the round, cached in `slot`) rides in the readiness exchange (the
+  // small-message fold, backend.h's FoldedAllreduce); fills *fold.
+  bool foldable(const LocalOp& op, int slot, backends::Channel::FoldedAllreduce* fold);
   // Appends to out->responses what every rank marked in the ANDed words, sets out->fromCache;
   // fails only if the automatic-name check's exchange (when one is needed) fails.
   Status replayCached(size_t slots, RoundResult* out);
@@ -115,6 +119,14 @@ class Negotiator {
   bool entryNoted_ = false;
   bool entryWarned_ = false;
   uint64_t roundSeq_ = 0;  // rounds are collective: the same count on every rank
+  // The small-message fold: at most this many bytes (beyond it the data plane's exchange costs
+  // about what a second round trip saves); the operation folded into the round in flight (null:
+  // none), the channel's verdict on the headers, and the copies it reads and writes.
+  static constexpr size_t kMaxFoldBytes = 256;
+  LocalOp* foldOp_ = nullptr;
+  bool foldAgreed_ = false;
+  std::vector<uint64_t> foldSend_;
+  std::vector<uint64_t> foldResult_;
   const std::atomic<bool>* closeRequested_ = nullptr;
 };
 

@@ -51,11 +51,10 @@ Code Request::wait(double timeoutSeconds) const {
   // clock's nanoseconds would overflow into a deadline in the past.
   constexpr double kForeverSeconds = 1e9;
   const bool forever = timeoutSeconds < 0 || !(timeoutSeconds < kForeverSeconds);
-  const auto start = Clock::now();
   const auto deadline =
       forever ? Clock::time_point::max()
-              : start + std::chrono::duration_cast<Clock::duration>(
-                            std::chrono::duration<double>(timeoutSeconds));
+              : Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                   std::chrono::duration<double>(timeoutSeconds));
   // The caller drives its own operation when the communicator's thread is idle. Not a wait that
   // only polls (a timeout shorter than the spin below): that one would hold up other callers.
   if (progress_ && code_.load(std::memory_order_acquire) == Code::kInProgress &&

@@ -14,6 +14,8 @@ struct CommStats {
   std::atomic<uint64_t> fusedTensors{0};
   std::atomic<uint64_t> bytes{0};
   std::atomic<uint64_t> callerRounds{0};  // of cycles: run by a waiting caller (drive())
+  // Allreduces whose data rode in their round's readiness exchange (the small-message fold).
+  std::atomic<uint64_t> foldedOps{0};
 };
 
 }  // namespace hcoll::runtime

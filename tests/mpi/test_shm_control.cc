@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "backends/mpi/mpi_local_reduce.h"
+#include "backends/backend.h"
 #include "backends/mpi/mpi_shm_control.h"
 
 namespace {
@@ -183,6 +184,55 @@ TEST_CASE("operations above the block's sizes are left to MPI on every rank") {
   pollAll(ops);
   CHECK(big[0] == static_cast<float>(gSize));
   CHECK(big[fits - 1] == static_cast<float>(gSize));
+}
+
+// The readiness AND carrying a small allreduce (the fold): each case runs the same exchange on
+// every rank and checks the words, the verdict (the same everywhere) and the result.
+TEST_CASE("a folded allreduce stands only when every rank folded it alike") {
+  auto block = makeBlock();
+  if (!block) return;
+  using Fold = hcoll::backends::Channel::FoldedAllreduce;
+  enum Case { kAllAlike, kOneOtherTag, kOneNotFolding, kOneOtherCount, kOneOtherOp };
+  for (int c = kAllAlike; c <= kOneOtherOp; ++c) {
+    const bool odd = gRank == gSize - 1;  // the rank that differs, when one does
+    std::vector<uint64_t> words = {~uint64_t{0}, uint64_t{1} << gRank | 1};
+    double send[3] = {1.0 + gRank, 2.0 * gRank, -1.0};
+    double recv[3] = {-7, -7, -7};
+    bool agreed = true;
+    Fold fold;
+    fold.tag = (c == kOneOtherTag && odd) ? 6 : 5;
+    fold.send = send;
+    fold.recv = recv;
+    fold.count = (c == kOneOtherCount && odd) ? 2 : 3;
+    fold.dtype = DataType::kFloat64;
+    fold.op = (c == kOneOtherOp && odd) ? ReduceOp::kMax : ReduceOp::kSum;
+    fold.agreed = &agreed;
+    std::vector<PendingPtr> ops;
+    ops.push_back(block->andBits(words.data(), words.size(),
+                                 (c == kOneNotFolding && odd) ? nullptr : &fold));
+    REQUIRE(ops.back() != nullptr);
+    pollAll(ops);
+    INFO("case " << c);
+    CHECK(words[0] == ~uint64_t{0});
+    CHECK(words[1] == (gSize == 1 ? 3u : 1u));  // only bit 0 is set on every rank
+    const bool folding = !(c == kOneNotFolding && odd);
+    if (folding) CHECK(agreed == (c == kAllAlike));
+    // The same verdict on every rank that folded (a rank not folding has none: 0 here).
+    const int verdict = folding && agreed ? 1 : 0;
+    CHECK(allOf(verdict, MPI_MAX) == (c == kAllAlike ? 1 : 0));
+    if (c == kAllAlike) CHECK(allOf(verdict, MPI_MIN) == 1);
+    if (c == kAllAlike) {
+      const double n = gSize;
+      CHECK(recv[0] == n + n * (n - 1) / 2);
+      CHECK(recv[1] == n * (n - 1));
+      CHECK(recv[2] == -n);
+    } else {
+      CHECK(recv[0] == -7);  // discarded: untouched
+    }
+  }
+  // What one rank can fold shrinks with the words; past it a rank takes part without folding.
+  CHECK(block->foldableBytes(2) == ShmControl::kControlSlotBytes - 32 - 16);
+  CHECK(block->foldableBytes(ShmControl::kControlSlotBytes / 8) == 0);
 }
 
 }  // namespace

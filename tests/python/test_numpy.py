@@ -251,7 +251,7 @@ def test_split_create_destroy():
 def test_stats():
     s = W.stats()
     assert set(s) == {"cycles", "slow_path_negotiations", "cache_hits", "backend_calls",
-                      "fused_tensors", "bytes", "queue_depth", "caller_rounds"}
+                      "fused_tensors", "bytes", "queue_depth", "caller_rounds", "folded"}
     assert s["cycles"] > 0 and s["backend_calls"] > 0 and s["bytes"] > 0
 
 

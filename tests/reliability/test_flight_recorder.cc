@@ -3,6 +3,7 @@
 #define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -34,14 +35,14 @@ std::string joined(const std::vector<std::string>& lines) {
 
 TEST_CASE("flight recorder records every state of an operation") {
   FlightRecorder rec(1, 4);
-  uint64_t a = rec.submitted(op("grad.0", 3));
-  uint64_t b = rec.submitted(op("grad.1", 0));
+  uint64_t a = rec.submitted(op("grad.0", 3), std::chrono::steady_clock::now());
+  uint64_t b = rec.submitted(op("grad.1", 0), std::chrono::steady_clock::now());
   REQUIRE(a != 0);
   REQUIRE(b == a + 1);
-  rec.advance(a, FlightState::kNegotiated);
-  rec.advance(a, FlightState::kRunning);
-  rec.advance(a, FlightState::kDone, Code::kSuccess);
-  rec.advance(b, FlightState::kDone, Code::kMismatch);
+  rec.advance(a, FlightState::kNegotiated, std::chrono::steady_clock::now());
+  rec.advance(a, FlightState::kRunning, std::chrono::steady_clock::now());
+  rec.advance(a, FlightState::kDone, std::chrono::steady_clock::now(), Code::kSuccess);
+  rec.advance(b, FlightState::kDone, std::chrono::steady_clock::now(), Code::kMismatch);
   std::string text = joined(rec.describe());
   INFO(text);
   REQUIRE(text.find("(rank 1 of 4)") != std::string::npos);
@@ -54,11 +55,12 @@ TEST_CASE("flight recorder records every state of an operation") {
 
 TEST_CASE("flight recorder is bounded and ignores overwritten entries") {
   FlightRecorder rec(0, 2);
-  uint64_t first = rec.submitted(op("first", 1));
+  uint64_t first = rec.submitted(op("first", 1), std::chrono::steady_clock::now());
   for (size_t i = 0; i < FlightRecorder::kCapacity + 10; ++i) {
-    rec.submitted(op("op." + std::to_string(i), 1));
+    rec.submitted(op("op." + std::to_string(i), 1), std::chrono::steady_clock::now());
   }
-  rec.advance(first, FlightState::kDone);  // long overwritten: must not touch a newer entry
+  // Long overwritten: must not touch a newer entry.
+  rec.advance(first, FlightState::kDone, std::chrono::steady_clock::now());
   auto lines = rec.describe();
   REQUIRE(lines.size() == FlightRecorder::kCapacity + 1);  // header + the ring
   std::string text = joined(lines);
@@ -70,7 +72,7 @@ TEST_CASE("flight recorder is bounded and ignores overwritten entries") {
 
 TEST_CASE("flight recorder truncates long names without overflowing") {
   FlightRecorder rec(0, 1);
-  rec.submitted(op(std::string(1000, 'x'), 1));
+  rec.submitted(op(std::string(1000, 'x'), 1), std::chrono::steady_clock::now());
   std::string text = joined(rec.describe());
   REQUIRE(text.find(std::string(FlightRecorder::kNameBytes - 1, 'x') + "'") != std::string::npos);
 }
@@ -80,7 +82,7 @@ TEST_CASE("flight recorder writes tracked recorders to <path>.<rank>") {
   FlightRecorder::configure(path, 7);
   auto rec = std::make_shared<FlightRecorder>(0, 2);
   FlightRecorder::track(rec);
-  rec->submitted(op("in-file", 2));
+  rec->submitted(op("in-file", 2), std::chrono::steady_clock::now());
   rec.reset();  // tracked recorders outlive their communicator
   REQUIRE(FlightRecorder::writeFile("unit test").isOk());
   std::ifstream in(path + ".7");

@@ -59,7 +59,7 @@ MAX_NDIM = 32
 INIT_FIELD_MPI_COMM = 1 << 0
 INIT_FIELD_ALLOCATOR = 1 << 1
 INIT_FIELD_BACKEND = 1 << 2
-COMM_STATS_FIELD_ALL = 0xFF
+COMM_STATS_FIELD_ALL = 0x1FF
 
 comm_t = ctypes.c_void_p
 request_t = ctypes.c_void_p
@@ -102,7 +102,7 @@ class OpOptions(ctypes.Structure):
 
 
 STATS_FIELDS = ("cycles", "slow_path_negotiations", "cache_hits", "backend_calls",
-                "fused_tensors", "bytes", "queue_depth", "caller_rounds")
+                "fused_tensors", "bytes", "queue_depth", "caller_rounds", "folded")
 
 
 class CommStats(ctypes.Structure):

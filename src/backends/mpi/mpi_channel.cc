@@ -516,6 +516,24 @@ PendingPtr MpiChannel::allreduceBitsAnd(uint64_t* words, size_t count) {
   });
 }
 
+// The fold needs the shared-memory control block (on every rank alike, agreed at creation).
+size_t MpiChannel::foldableBytes(size_t words) const {
+  return small_ ? small_->foldableBytes(words) : 0;
+}
+
+PendingPtr MpiChannel::allreduceBitsAndFolded(uint64_t* words, size_t count,
+                                              const FoldedAllreduce& fold) {
+  *fold.agreed = false;
+  // Element-wise reductions in the tensor's own type only (float16/bfloat16 reduce widened to
+  // float32 here, Adasum is not element-wise): otherwise this rank takes part without folding.
+  const bool foldable = small_ && fold.op != ReduceOp::kAdasum &&
+                        !reducesInFloat32(fold.dtype, fold.op);
+  if (small_) {
+    if (PendingPtr p = small_->andBits(words, count, foldable ? &fold : nullptr)) return p;
+  }
+  return allreduceBitsAnd(words, count);
+}
+
 PendingPtr MpiChannel::gatherBytes(std::vector<uint8_t> mine,
                                    std::vector<std::vector<uint8_t>>* atRoot) {
   return std::make_unique<GatherPending>(control_.get(), rank_, size_, std::move(mine), atRoot);

@@ -51,6 +51,9 @@ class MpiChannel final : public Channel {
   int localSize() const override { return localSize_; }
 
   PendingPtr allreduceBitsAnd(uint64_t* words, size_t count) override;
+  size_t foldableBytes(size_t words) const override;
+  PendingPtr allreduceBitsAndFolded(uint64_t* words, size_t count,
+                                    const FoldedAllreduce& fold) override;
   PendingPtr gatherBytes(std::vector<uint8_t> mine,
                          std::vector<std::vector<uint8_t>>* atRoot) override;
   PendingPtr broadcastBytes(std::vector<uint8_t>* buf) override;

@@ -109,23 +109,74 @@ PendingPtr start(Args&&... args) {
   return op;
 }
 
+// The readiness AND, with the small-message fold (backend.h's FoldedAllreduce). Every rank's
+// payload: a fold header (all zero when the rank folds nothing), its words, its folded data.
+// Ranks that fold and ranks that do not run this same operation, so the plane's sequence stays
+// in step whatever each rank folds.
+struct FoldHeader {
+  uint64_t tag;
+  uint64_t count;
+  uint64_t kind;  // dtype and op
+};
+constexpr size_t kFoldHeaderBytes = 32;
+static_assert(sizeof(FoldHeader) <= kFoldHeaderBytes, "fold header");
+
 class AndBitsOp final : public SlotPending {
  public:
-  AndBitsOp(std::shared_ptr<ShmControl> b, ShmControl::Plane* p, uint64_t* words, size_t count)
-      : SlotPending(std::move(b), p), words_(words), count_(count) {}
+  AndBitsOp(std::shared_ptr<ShmControl> b, ShmControl::Plane* p, uint64_t* words, size_t count,
+            const Channel::FoldedAllreduce* fold)
+      : SlotPending(std::move(b), p), words_(words), count_(count) {
+    if (fold != nullptr) {
+      fold_ = *fold;
+      reduction_ = reductionFor(fold->dtype, fold->op);
+      header_ = FoldHeader{fold->tag, fold->count,
+                           (static_cast<uint64_t>(fold->dtype) << 8) |
+                               static_cast<uint64_t>(fold->op)};
+      *fold_.agreed = false;
+    }
+  }
 
  private:
-  void fill(char* payload) override { copyBytes(payload, words_, count_ * sizeof(uint64_t)); }
+  void fill(char* payload) override {
+    std::memcpy(payload, &header_, sizeof(header_));
+    copyBytes(payload + kFoldHeaderBytes, words_, count_ * sizeof(uint64_t));
+    if (header_.tag != 0) {
+      copyBytes(payload + dataOffset(), fold_.send, header_.count * reduction_.elementSize);
+    }
+  }
+  bool needs(int) const override { return true; }  // its own payload too (in rank order)
   Status consume() override {
     for (int r = 0; r < size_; ++r) {
       if (r == rank_) continue;
-      const auto* theirs = reinterpret_cast<const uint64_t*>(payload(r));
+      const auto* theirs = reinterpret_cast<const uint64_t*>(payload(r) + kFoldHeaderBytes);
       for (size_t i = 0; i < count_; ++i) words_[i] &= theirs[i];
     }
+    if (header_.tag == 0) return Status::ok();
+    // Every rank folded the same operation alike, or the result is not used anywhere: each
+    // rank checks every rank's header, so all reach the same verdict.
+    for (int r = 0; r < size_; ++r) {
+      FoldHeader theirs;
+      std::memcpy(&theirs, payload(r), sizeof(theirs));
+      if (theirs.tag != header_.tag || theirs.count != header_.count ||
+          theirs.kind != header_.kind) {
+        return Status::ok();
+      }
+    }
+    const size_t bytes = header_.count * reduction_.elementSize;
+    copyBytes(fold_.recv, payload(0) + dataOffset(), bytes);
+    for (int r = 1; r < size_; ++r) {
+      reduceLocal(reduction_, payload(r) + dataOffset(), fold_.recv, header_.count);
+    }
+    *fold_.agreed = true;
     return Status::ok();
   }
+  size_t dataOffset() const { return kFoldHeaderBytes + count_ * sizeof(uint64_t); }
+
   uint64_t* words_;
   size_t count_;
+  FoldHeader header_{};
+  Channel::FoldedAllreduce fold_;
+  Reduction reduction_;
 };
 
 class AllreduceOp final : public SlotPending {
@@ -326,9 +377,20 @@ ShmControl::~ShmControl() {
   unmapNodeSegment(base_, bytes_);
 }
 
-PendingPtr ShmControl::andBits(uint64_t* words, size_t count) {
-  if (count * sizeof(uint64_t) > control_.slotBytes) return nullptr;
-  return start<AndBitsOp>(shared_from_this(), &control_, words, count);
+PendingPtr ShmControl::andBits(uint64_t* words, size_t count,
+                                const Channel::FoldedAllreduce* fold) {
+  // Routed by the word count alone (the same on every rank), never by what a rank folds.
+  if (kFoldHeaderBytes + count * sizeof(uint64_t) > control_.slotBytes) return nullptr;
+  if (fold != nullptr &&
+      fold->count * dataTypeSize(fold->dtype) > foldableBytes(count)) {
+    fold = nullptr;  // too large to fold here: this rank takes part without
+  }
+  return start<AndBitsOp>(shared_from_this(), &control_, words, count, fold);
+}
+
+size_t ShmControl::foldableBytes(size_t words) const {
+  const size_t used = kFoldHeaderBytes + words * sizeof(uint64_t);
+  return used >= control_.slotBytes ? 0 : control_.slotBytes - used;
 }
 
 PendingPtr ShmControl::allreduce(const void* send, void* recv, size_t count,

@@ -6,6 +6,10 @@
 // memory); through cache lines of a segment every rank maps, an exchange is one store and one
 // cache-line transfer per peer.
 //
+// The readiness AND may carry one small allreduce (the fold, backend.h's FoldedAllreduce): its
+// payload starts with a header saying which operation a rank folded (or none), and every rank
+// reduces the folded data, in rank order, only when every header is the same.
+//
 // Every rank has, per plane (control, data) and per slot (kSlots per plane, used round-robin by
 // the plane's operations in the order they are started), a `published` line, an `acked` line and
 // a payload. The k-th operation of a plane (k from 1) in slot k % kSlots: each rank copies its
@@ -57,7 +61,12 @@ class ShmControl : public std::enable_shared_from_this<ShmControl> {
 
   // Each returns the operation through the block, or null where it is not routed here (the
   // caller then uses MPI); the decision is the same on every rank (see the top of this file).
-  PendingPtr andBits(uint64_t* words, size_t count);
+  // The readiness AND; `fold` (may be null: this rank folds nothing) rides in the same exchange
+  // (backend.h's FoldedAllreduce). Null where the words do not fit a control slot.
+  PendingPtr andBits(uint64_t* words, size_t count,
+                     const Channel::FoldedAllreduce* fold = nullptr);
+  // The most bytes one rank can fold into an AND of `words` words.
+  size_t foldableBytes(size_t words) const;
   PendingPtr allreduce(const void* send, void* recv, size_t count, const Reduction& reduction);
   PendingPtr allgatherv(const void* send, size_t sendBytes, void* recv,
                         const std::vector<size_t>& recvBytes);
