@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "common/adasum.h"
+#include "common/reduce.h"
 
 namespace hcoll::backends::loopback {
 namespace {
@@ -44,6 +45,22 @@ LoopbackChannel::~LoopbackChannel() {
 
 PendingPtr LoopbackChannel::allreduceBitsAnd(uint64_t* words, size_t count) {
   return startBitsAnd(seat(Plane::kControl), words, count);
+}
+
+// Contributions are copies of any size here; the bound only keeps the fold for small operations
+// as on the MPI backend (the runtime caps it too).
+size_t LoopbackChannel::foldableBytes(size_t words) const {
+  (void)words;
+  return 1024;
+}
+
+PendingPtr LoopbackChannel::allreduceBitsAndFolded(uint64_t* words, size_t count,
+                                                   const FoldedAllreduce& fold) {
+  *fold.agreed = false;
+  // As the data plane reduces: element-wise ops in the tensor's own type (float16/bfloat16
+  // widen there), never Adasum. Otherwise this rank takes part without folding.
+  const bool foldable = fold.op != ReduceOp::kAdasum && !reducesInFloat32(fold.dtype, fold.op);
+  return startBitsAnd(seat(Plane::kControl), words, count, foldable ? &fold : nullptr);
 }
 
 PendingPtr LoopbackChannel::gatherBytes(std::vector<uint8_t> mine,

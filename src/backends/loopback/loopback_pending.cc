@@ -104,12 +104,20 @@ RoundParams paramsOf(OpTag tag, size_t count = 0) {
   return p;
 }
 
+// The readiness AND, with the fold when `fold` is given: the same round whether or not a rank
+// folds (RoundParams carry no fold), like the MPI backend's control block (mpi_shm_control.h).
 class BitsAnd final : public RoundPending {
  public:
-  BitsAnd(const Seat& seat, uint64_t* words, size_t count, Contribution mine)
+  BitsAnd(const Seat& seat, uint64_t* words, size_t count, Contribution mine,
+          const Channel::FoldedAllreduce* fold)
       : RoundPending(seat, paramsOf(OpTag::kBitsAnd, count), std::move(mine), false),
         words_(words),
-        count_(count) {}
+        count_(count) {
+    if (fold != nullptr) {
+      fold_ = *fold;
+      *fold_.agreed = false;
+    }
+  }
 
  private:
   void read(Round& round) override {
@@ -118,9 +126,25 @@ class BitsAnd final : public RoundPending {
       const std::vector<uint64_t>& theirs = round.slots[r].words;
       for (size_t i = 0; i < count_; ++i) words_[i] &= theirs[i];
     }
+    if (fold_.agreed == nullptr) return;
+    const Contribution& mine = round.slots[static_cast<size_t>(rank_)];
+    for (const Contribution& theirs : round.slots) {
+      if (theirs.foldTag != mine.foldTag || theirs.foldCount != mine.foldCount ||
+          theirs.foldKind != mine.foldKind) {
+        return;  // not every rank folded this operation alike: nobody uses a result
+      }
+    }
+    // In rank order on every rank: the same bits everywhere.
+    const size_t bytes = fold_.count * dataTypeSize(fold_.dtype);
+    if (bytes != 0) std::memcpy(fold_.recv, round.slots[0].bytes.data(), bytes);
+    for (size_t r = 1; r < round.slots.size(); ++r) {
+      reduceInto(fold_.dtype, fold_.op, round.slots[r].bytes.data(), fold_.recv, fold_.count);
+    }
+    *fold_.agreed = true;
   }
   uint64_t* words_;
   size_t count_;
+  Channel::FoldedAllreduce fold_;  // agreed == nullptr: this rank folds nothing
 };
 
 class GatherBytes final : public RoundPending {
@@ -292,10 +316,20 @@ class Barrier final : public RoundPending {
 
 }  // namespace
 
-PendingPtr startBitsAnd(const Seat& seat, uint64_t* words, size_t count) {
+PendingPtr startBitsAnd(const Seat& seat, uint64_t* words, size_t count,
+                        const Channel::FoldedAllreduce* fold) {
   Contribution mine;
   mine.words.assign(words, words + count);
-  return std::make_unique<BitsAnd>(seat, words, count, std::move(mine));
+  if (fold != nullptr && fold->tag != 0) {
+    mine.foldTag = fold->tag;
+    mine.foldCount = fold->count;
+    mine.foldKind = (static_cast<uint64_t>(fold->dtype) << 8) | static_cast<uint64_t>(fold->op);
+    const auto* in = static_cast<const uint8_t*>(fold->send);
+    mine.bytes.assign(in, in + fold->count * dataTypeSize(fold->dtype));
+  } else {
+    fold = nullptr;
+  }
+  return std::make_unique<BitsAnd>(seat, words, count, std::move(mine), fold);
 }
 
 PendingPtr startGatherBytes(const Seat& seat, std::vector<uint8_t> mine,

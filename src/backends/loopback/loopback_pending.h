@@ -22,7 +22,9 @@ struct Seat {
 };
 
 // Control plane: contributions are copied, so these never wait for their peers to read.
-PendingPtr startBitsAnd(const Seat& seat, uint64_t* words, size_t count);
+// `fold` (may be null): a small allreduce carried by the AND (backend.h's FoldedAllreduce).
+PendingPtr startBitsAnd(const Seat& seat, uint64_t* words, size_t count,
+                        const Channel::FoldedAllreduce* fold = nullptr);
 PendingPtr startGatherBytes(const Seat& seat, std::vector<uint8_t> mine,
                             std::vector<std::vector<uint8_t>>* atRoot);
 PendingPtr startBroadcastBytes(const Seat& seat, std::vector<uint8_t>* buf);
