@@ -17,7 +17,7 @@ typedef char check_undefined[HCOLL_UNDEFINED == -32766 ? 1 : -1];
 int main(void) {
   hcoll_tensor_t t = {NULL, HCOLL_FLOAT32, 0, NULL, HCOLL_DEVICE_HOST, NULL};
   hcoll_init_params_t p = {HCOLL_INIT_FIELD_MPI_COMM, 0, NULL, NULL, NULL, NULL, 0};
-  hcoll_comm_stats_t s = {HCOLL_COMM_STATS_FIELD_ALL, 0, 0, 0, 0, 0, 0, 0, 0};
+  hcoll_comm_stats_t s = {HCOLL_COMM_STATS_FIELD_ALL, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   hcoll_status_t (*fn)(const hcoll_init_params_t*) = hcoll_initialize;
   (void)t;
   (void)p;

@@ -117,7 +117,9 @@ def test_allreduce_coalesced_is_one_grouped_call():  # peer: test_all_reduce_coa
     assert after["fused_tensors"] - before["fused_tensors"] == 3, (before, after)
     for t in [torch.ones(2) for _ in range(3)]:
         dist.all_reduce(t)
-    assert pg.stats()["backend_calls"] - after["backend_calls"] == 3
+    # (A lone small allreduce may ride in its readiness round instead: "folded", no backend call.)
+    end = pg.stats()
+    assert (end["backend_calls"] - after["backend_calls"]) + (end["folded"] - after["folded"]) == 3
     assert all(torch.equal(t, torch.full((2,), float(size))) for t in ts)
 
 
