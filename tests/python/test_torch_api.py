@@ -78,6 +78,34 @@ def test_allgather_and_grouped():
     assert a.tolist() == [float(r) for r in range(N)] and b.shape == (2 * N, 2)
 
 
+def test_large_allgather_output_is_the_buffer_allocated_before_submitting():
+    # An allgather output of >= 2 MiB is allocated by the caller's thread before it submits
+    # (_outputs.expect): with equal dim 0 everywhere the runtime writes into that buffer; with
+    # ragged dim 0 it allocates anew and the guess is dropped. Nothing stays referenced.
+    from hcoll.torch import _core
+    outputs = _core._OUTPUTS
+    offered = []
+    real_expect = outputs.expect
+    outputs.expect = lambda buf: (offered.append(buf.data_ptr()), real_expect(buf))
+    try:
+        rows = (2 << 20) // 4 // N // 64 + 1  # >= 2 MiB of float32 in all
+        x = torch.full((rows, 64), float(R))
+        g = hvd.allgather(x, name="ag.expected")
+        assert g.shape == (rows * N, 64)
+        assert all(torch.all(g[r * rows:(r + 1) * rows] == r).item() for r in range(N))
+        assert len(offered) == 1 and g.data_ptr() == offered[0]
+        ragged = torch.full((rows + R, 64), float(R))
+        g = hvd.allgather(ragged, name="ag.ragged")
+        assert g.shape == (rows * N + tri(N - 1), 64)
+        assert len(offered) == 2
+        if N > 1:
+            assert g.data_ptr() != offered[1]  # the guess had rank 0's size, not the total
+    finally:
+        outputs.expect = real_expect
+    assert not outputs.live
+    assert all(r() is None for refs in outputs.expected.values() for r in refs)
+
+
 def test_broadcast_alltoall_reducescatter():
     x = torch.full((3,), float(R))
     assert torch.equal(hvd.broadcast(x, N - 1, name="b"), torch.full((3,), N - 1.0))

@@ -16,6 +16,7 @@ through ctypes in the same process must free its requests with _free_request too
 import ctypes
 import math
 import threading
+import weakref
 
 import torch
 
@@ -48,6 +49,9 @@ class TorchOutputs:
 
     def __init__(self):
         self.live = {}
+        # size -> weak references to host buffers their callers allocated for an output of that
+        # size (expect()); the caller's operation holds each strongly while it is in flight.
+        self.expected = {}
         # The ctypes callbacks must outlive every call the runtime makes: this object is kept
         # for the life of the process (hcoll.torch._core._OUTPUTS).
         self.c_alloc = _lib.alloc_fn(self._alloc)
@@ -56,13 +60,43 @@ class TorchOutputs:
     def _alloc(self, ctx, device, stream, nbytes):
         try:
             _keep_thread_state()
-            where = _CPU if device < 0 else torch.device("cuda", device)
-            buf = torch.empty(nbytes or 1, dtype=torch.uint8, device=where)
+            buf = self._take_expected(nbytes) if device < 0 and self.expected else None
+            if buf is None:
+                where = _CPU if device < 0 else torch.device("cuda", device)
+                buf = torch.empty(nbytes or 1, dtype=torch.uint8, device=where)
         except BaseException:  # noqa: B902 (nothing may escape into C): the op fails NO_MEMORY
             return None
         ptr = buf.data_ptr()
         self.live[ptr] = buf
         return ptr
+
+    def expect(self, buf):
+        """`buf`, a host uint8 tensor its caller keeps alive while its operation is in flight, may
+        become the output of the next host allocation of exactly its size.
+
+        Allocated by the caller before it submits, an output comes from the caller's thread and
+        before the runtime's own allocations for the operation, like any tensor the caller
+        allocates. Allocated when the runtime asks, inside the wait, it came after them: glibc
+        could then not put a freed output back in place (a 64-byte-aligned block needs more than
+        the block just freed), the heap grew, and every 4 MiB output was page-faulted in afresh
+        (1024 faults, allgather 1.5x the C call at 2 MiB per rank); from the runtime's thread
+        (operations above the caller-progress size) it came from that thread's arena, which gives
+        freed memory back to the kernel. A buffer the runtime does not take (the ranks' sizes
+        differed) is simply dropped with its operation."""
+        refs = self.expected.setdefault(buf.numel(), [])
+        refs[:] = [r for r in refs if r() is not None]
+        refs.append(weakref.ref(buf))
+
+    def _take_expected(self, nbytes):
+        refs = self.expected.get(nbytes)
+        while refs:
+            try:
+                buf = refs.pop()()  # atomic under the GIL; another thread may empty it first
+            except IndexError:
+                break
+            if buf is not None:
+                return buf
+        return None
 
     def _free(self, ctx, device, ptr):
         _keep_thread_state()

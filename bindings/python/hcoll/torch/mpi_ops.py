@@ -216,7 +216,8 @@ def grouped_allreduce(tensors, average=None, name=None, compression=None, op=Non
 
 def allgather_async(tensor, name=None, process_set=None):
     return _core.submit_with_outputs("allgather", resolve(process_set), _name(name),
-                                     [tensor.contiguous()], (), tensor.device, _first)
+                                     [tensor.contiguous()], (), tensor.device, _first,
+                                     gathered=True)
 
 
 def allgather(tensor, name=None, process_set=None):
@@ -230,7 +231,7 @@ def allgather(tensor, name=None, process_set=None):
 def grouped_allgather_async(tensors, name=None, process_set=None):
     srcs = _contiguous(list(tensors))
     return _core.submit_with_outputs("grouped_allgather", resolve(process_set), _name(name),
-                                     srcs, (), _device(srcs))
+                                     srcs, (), _device(srcs), gathered=True)
 
 
 def grouped_allgather(tensors, name=None, process_set=None):
