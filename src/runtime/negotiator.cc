@@ -163,8 +163,10 @@ bool Negotiator::foldable(const LocalOp& op, int slot, backends::Channel::Folded
   // The contribution is copied: a step given up on may still be read after the operation
   // failed and its caller freed the input (the copies are kept with the step's words).
   const size_t words = (bytes + sizeof(uint64_t) - 1) / sizeof(uint64_t);
-  foldSend_.assign(words, 0);
-  foldResult_.assign(words, 0);
+  if (foldSend_.size() < words) {
+    foldSend_.resize(words);
+    foldResult_.resize(words);
+  }
   std::memcpy(foldSend_.data(), op.inputs[0].data, bytes);
   fold->tag = static_cast<uint64_t>(slot) + 1;
   fold->send = foldSend_.data();
