@@ -5,7 +5,7 @@
 // MPI_Test (a blocking call could never be given up on when a peer dies); on communicators of up
 // to 7 ranks, every collective runs as point-to-point messages instead (the backend's mpi_p2p.h:
 // a binomial tree, every message posted at once, local reductions; allreduce from 4 KiB; under
-// MPICH, transfers of (8, 32] KiB in 8 KiB pieces, mpi_messages.h). This
+// MPICH, transfers of (8, 32] KiB in 8 KiB pieces, mpi_transport_impl.h). This
 // section times exactly that against the blocking collective, interleaved like the sweep, so the
 // sweep's ratios can be read against what no implementation of this protocol can beat on this
 // machine. The readiness exchange and the point-to-point schedules are written out here in raw MPI
@@ -70,7 +70,7 @@ void readiness(const Context& ctx, MPI_Comm control) {
 // The backend's kMaxPointToPointRanks (src/backends/mpi/mpi_algorithms.h).
 constexpr int kMaxPointToPointRanks = 7;
 
-// One transfer as the backend posts it (mpi_messages.h): under MPICH, (8, 32] KiB in 8 KiB pieces
+// One transfer as the backend posts it (mpi_transport_impl.h): under MPICH, (8, 32] KiB in 8 KiB pieces
 // (sent eagerly, where one message would pay the rendezvous handshake); else whole.
 void post(bool receive, void* buf, size_t bytes, int peer, MPI_Comm comm,
           std::vector<MPI_Request>& r) {

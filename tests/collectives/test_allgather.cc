@@ -118,7 +118,7 @@ HTEST_CASE("allgather: large input", "[allgather][large]") {
   hcoll_request_free(req);
 }
 
-// Blocks around the MPI backend's pieces and its lanes' 128 KiB chunks (mpi_messages.h,
+// Blocks around the MPI backend's pieces and its lanes' 128 KiB chunks (mpi_transport_impl.h,
 // mpi_shm.h), one byte longer per rank: this rank's own block is copied a chunk at a time
 // between lane moves when it is longer than one chunk.
 HTEST_CASE("allgather: blocks around the MPI backend's pieces and lane chunks", "[allgather]") {

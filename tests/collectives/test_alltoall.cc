@@ -174,7 +174,7 @@ HTEST_CASE("alltoall: an empty input submitted alone, on one rank and on every r
 }
 
 // Blocks at and around the MPI backend's 8 KiB pieces and its lanes' 128 KiB chunks
-// (mpi_messages.h, mpi_shm.h), even and uneven: each peer's block is cut and routed the same way
+// (mpi_transport_impl.h, mpi_shm.h), even and uneven: each peer's block is cut and routed the same way
 // on both sides, from the negotiated split; at 8192 one exchange has blocks of 8192 bytes (MPI
 // messages) and 8193 (a lane, on one node).
 HTEST_CASE("alltoall: blocks around the MPI backend's message pieces and lanes", "[alltoall]") {

@@ -70,7 +70,7 @@ HTEST_CASE("broadcast: large buffer from the last rank", "[broadcast][large]") {
 }
 
 // The MPI backend sends (8, 32] KiB transfers as 8 KiB pieces, and on one node larger ones
-// through its shared-memory lanes in 128 KiB chunks (mpi_messages.h, mpi_shm.h): sizes at and
+// through its shared-memory lanes in 128 KiB chunks (mpi_transport_impl.h, mpi_shm.h): sizes at and
 // around the ends, all in flight at once, so pieces and chunks of different operations interleave.
 HTEST_CASE("broadcast: sizes around the MPI backend's message pieces and lane chunks",
            "[broadcast]") {

@@ -1,16 +1,18 @@
-// Adasum over MPI point-to-point messages: the tree of common/adasum.h, run as a sequence of
-// message stages on the data communicator (mpi_messages.h). Every stage posts its receives and
-// sends, waits (non-blocking, through poll) until all completed, then computes locally and posts
-// the next; a peer that died leaves the stage unfinished, and the executor's bounded wait gives
-// the operation up (as for every other data-plane schedule). Stages with one peer pair their
-// messages by MPI's non-overtaking order: both sides post the same steps in the same order.
+// Adasum as a point-to-point schedule: the tree of common/adasum.h, run as a sequence of stages
+// over the transport (mpi_transport.h: MPI messages or shared-memory lanes). Every stage posts its
+// receives and sends, waits (non-blocking, through poll) until all completed, then computes
+// locally and posts the next; a peer that died leaves the stage unfinished, and the executor's
+// bounded wait gives the operation up (as for every other data-plane schedule). Stages with one
+// peer pair their transfers by the transport's order: both sides post the same steps in the same
+// order.
 
 #include <memory>
 #include <utility>
 #include <vector>
 
 #include "backends/mpi/mpi_channel.h"
-#include "backends/mpi/mpi_messages.h"
+#include "backends/mpi/mpi_p2p.h"
+#include "backends/mpi/mpi_schedule.h"
 #include "common/adasum.h"
 
 namespace hcoll::backends::mpi {
@@ -19,21 +21,20 @@ namespace {
 using adasum::Dots;
 using adasum::Range;
 
-class AdasumPending final : public p2p::MessagesPending {
+class AdasumPending final : public p2p::StagedSchedule {
  public:
-  AdasumPending(MPI_Comm comm, int rank, int size, void* buf, size_t count, DataType dtype,
-                const std::vector<size_t>& tensorCounts, std::shared_ptr<ScratchPool> pool,
-                std::shared_ptr<ShmLanes> lanes)
-      : MessagesPending(comm, std::move(lanes)),
-        rank_(rank),
-        tree_(size),
+  AdasumPending(const ScheduleContext& context, void* buf, size_t count, DataType dtype,
+                const std::vector<size_t>& tensorCounts)
+      : StagedSchedule(context, 2),
+        rank_(context.rank),
+        tree_(context.size),
         buf_(static_cast<uint8_t*>(buf)),
         count_(count),
         dtype_(dtype),
         elementSize_(dataTypeSize(dtype)),
         offsets_(adasum::tensorOffsets(tensorCounts)),
         tensors_(tensorCounts.size()),
-        pool_(std::move(pool)) {
+        pool_(context.pool) {
     planSteps();
     const int partner = tree_.foldPartner(rank_);
     size_t scratchElements = 0;
@@ -53,8 +54,8 @@ class AdasumPending final : public p2p::MessagesPending {
     }
   }
 
-  // Posts the first stage; an MPI return code.
-  int start() { return steps_.empty() ? MPI_SUCCESS : postStep(steps_[0]); }
+  // Posts the first stage.
+  Status start() { return steps_.empty() ? Status::ok() : postStep(steps_[0]); }
 
  private:
   enum class Kind {
@@ -94,14 +95,15 @@ class AdasumPending final : public p2p::MessagesPending {
   Dots* theirs() { return dots_.get() + tensors_; }
   bool isLeft(int level) const { return ((rank_ >> level) & 1) == 0; }
 
-  int postStep(const Step& step) {
+  Status postStep(const Step& step) {
+    P2pTransport& t = transport();
     const int partner = tree_.foldPartner(rank_);
     const size_t whole = bytes(count_);
     switch (step.kind) {
       case Kind::kFoldSend:
-        return post(false, buf_, whole, partner);
+        return t.postSend(partner, buf_, whole);
       case Kind::kFoldReceive:
-        return post(true, scratch_.bytes.get(), whole, partner);
+        return t.postRecv(partner, scratch_.bytes.get(), whole);
       case Kind::kHalve: {
         // Keep one half of the range both partners hold; send the other, receive theirs of ours.
         const int peer = rank_ ^ (1 << step.level);
@@ -109,30 +111,28 @@ class AdasumPending final : public p2p::MessagesPending {
         const Range kept = adasum::keptRange(count_, rank_, step.level + 1);
         const Range given = isLeft(step.level) ? Range{kept.end(), before.count - kept.count}
                                                : Range{before.begin, before.count - kept.count};
-        if (int rc = post(true, scratch_.bytes.get(), bytes(kept.count), peer); rc != MPI_SUCCESS)
-          return rc;
-        return post(false, at(given.begin), bytes(given.count), peer);
+        HCOLL_RETURN_IF_ERROR(t.postRecv(peer, scratch_.bytes.get(), bytes(kept.count)));
+        return t.postSend(peer, at(given.begin), bytes(given.count));
       }
       case Kind::kSumDots: {
         const int peer = rank_ ^ (1 << step.bit);
         const size_t dotBytes = tensors_ * sizeof(Dots);
-        if (int rc = post(true, theirs(), dotBytes, peer); rc != MPI_SUCCESS) return rc;
-        return post(false, mine(), dotBytes, peer);
+        HCOLL_RETURN_IF_ERROR(t.postRecv(peer, theirs(), dotBytes));
+        return t.postSend(peer, mine(), dotBytes);
       }
       case Kind::kGather: {
         const int peer = rank_ ^ (1 << step.level);
         const Range own = adasum::keptRange(count_, rank_, step.level + 1);
         const Range other = adasum::keptRange(count_, peer, step.level + 1);
-        if (int rc = post(true, at(other.begin), bytes(other.count), peer); rc != MPI_SUCCESS)
-          return rc;
-        return post(false, at(own.begin), bytes(own.count), peer);
+        HCOLL_RETURN_IF_ERROR(t.postRecv(peer, at(other.begin), bytes(other.count)));
+        return t.postSend(peer, at(own.begin), bytes(own.count));
       }
       case Kind::kUnfoldSend:
-        return post(false, buf_, whole, partner);
+        return t.postSend(partner, buf_, whole);
       case Kind::kUnfoldReceive:
-        return post(true, buf_, whole, partner);
+        return t.postRecv(partner, buf_, whole);
     }
-    return MPI_SUCCESS;
+    return Status::ok();
   }
 
   // The local computation once a step's messages completed.
@@ -183,9 +183,9 @@ class AdasumPending final : public p2p::MessagesPending {
       if (next_ < steps_.size()) finishStep(steps_[next_]);
       ++next_;
       if (next_ >= steps_.size()) break;
-      if (int rc = postStep(steps_[next_]); rc != MPI_SUCCESS) {
-        cancelReceives();
-        *status = mpiError("MPI_Isend/MPI_Irecv", rc);
+      if (Status posted = postStep(steps_[next_]); !posted.isOk()) {
+        transport().abandon();
+        *status = std::move(posted);
         return finish();
       }
       if (!idle()) return false;
@@ -218,20 +218,21 @@ class AdasumPending final : public p2p::MessagesPending {
 
 }  // namespace
 
-PendingPtr MpiChannel::adasum(void* buf, size_t count, DataType dtype,
-                              const std::vector<size_t>& tensorCounts) {
+PendingPtr pointToPointAdasum(const ScheduleContext& context, void* buf, size_t count,
+                              DataType dtype, const std::vector<size_t>& tensorCounts) {
   if (!adasum::supports(dtype)) {
     return finished(
         Status(Code::kInvalidArgument,
                std::string("Adasum needs a floating dtype, not ") + dataTypeName(dtype)));
   }
-  auto p = std::make_unique<AdasumPending>(data_.get(), rank_, size_, buf, count, dtype,
-                                           tensorCounts, reduceScratch_, lanes_);
-  if (int rc = p->start(); rc != MPI_SUCCESS) {
-    p->cancelReceives();
-    return finished(mpiError("MPI_Isend/MPI_Irecv", rc));
-  }
+  auto p = std::make_unique<AdasumPending>(context, buf, count, dtype, tensorCounts);
+  if (Status s = p->start(); !s.isOk()) return p2p::failedToStart(*p, std::move(s));
   return p;
+}
+
+PendingPtr MpiChannel::adasum(void* buf, size_t count, DataType dtype,
+                              const std::vector<size_t>& tensorCounts) {
+  return pointToPointAdasum(scheduleContext(), buf, count, dtype, tensorCounts);
 }
 
 }  // namespace hcoll::backends::mpi

@@ -316,7 +316,8 @@ Status MpiChannel::make(CommHandle base, std::unique_ptr<Channel>* out) {
     return mpiError("MPI_Bcast", rc);
   }
   // Collective too (every rank of `base` makes the channel): all ranks get lanes or none.
-  ch->lanes_ = ShmLanes::make(data, ch->rank_, ch->size_, ch->localSize_, ch->noticeId_);
+  ch->transports_ = CommTransports(
+      data, ShmLanes::make(data, ch->rank_, ch->size_, ch->localSize_, ch->noticeId_));
   ch->small_ = ShmControl::make(data, ch->rank_, ch->size_, ch->localSize_, ch->noticeId_);
   ch->control_ = std::move(base);
   ch->postNoticeReceive();
@@ -558,8 +559,7 @@ PendingPtr MpiChannel::allreduce(const void* send, void* recv, size_t count, Dat
   // MPICH's temporary buffer per call (whose first touches made a 32 MiB MPI_Allreduce take
   // ~90 ms instead of ~7 on the test VM).
   if (pointToPoint(OpKind::kAllreduce, count * dataTypeSize(dtype))) {
-    return pointToPointAllreduce(data_.get(), rank_, size_, send, recv, count,
-                                 reductionFor(dtype, op), reduceScratch_, lanes_);
+    return pointToPointAllreduce(scheduleContext(reductionFor(dtype, op)), send, recv, count);
   }
   MPI_Comm c = data_.get();
   MPI_Datatype type = toMpiType(dtype);
@@ -590,8 +590,7 @@ PendingPtr MpiChannel::allgatherv(const void* send, size_t sendBytes, void* recv
     if (PendingPtr p = small_->allgatherv(send, sendBytes, recv, recvBytes)) return p;
   }
   if (pointToPoint(OpKind::kAllgather, sum(recvBytes))) {
-    return pointToPointAllgatherv(data_.get(), rank_, size_, send, sendBytes, recv, recvBytes,
-                                  lanes_);
+    return pointToPointAllgatherv(scheduleContext(), send, sendBytes, recv, recvBytes);
   }
   // Equal blocks (recvBytes is the same on every rank, so all ranks choose alike): MPICH's
   // MPI_Iallgather beats MPI_Iallgatherv (e.g. ~13 vs ~20 us at 128 KiB, 2 ranks).
@@ -634,7 +633,7 @@ PendingPtr MpiChannel::broadcast(void* buf, size_t bytes, int root) {
   }
   MPI_Comm c = data_.get();
   if (pointToPoint(OpKind::kBroadcast, bytes)) {
-    return binomialBroadcast(c, rank_, size_, buf, bytes, root, lanes_);
+    return binomialBroadcast(scheduleContext(), buf, bytes, root);
   }
   auto startChunk = [=](void* p, size_t n) {
     return startRequest("MPI_Ibcast", [&](RequestsPending*, MPI_Request* r) {
@@ -654,8 +653,7 @@ PendingPtr MpiChannel::broadcast(void* buf, size_t bytes, int root) {
 PendingPtr MpiChannel::alltoallv(const void* send, const std::vector<size_t>& sendBytes, void* recv,
                                  const std::vector<size_t>& recvBytes) {
   if (pointToPoint(OpKind::kAlltoall, sum(sendBytes))) {
-    return pointToPointAlltoallv(data_.get(), rank_, size_, send, sendBytes, recv, recvBytes,
-                                 lanes_);
+    return pointToPointAlltoallv(scheduleContext(), send, sendBytes, recv, recvBytes);
   }
   auto p = std::make_unique<RequestsPending>();
   p->intArrays.resize(4);
@@ -692,7 +690,7 @@ PendingPtr MpiChannel::alltoall(const void* send, void* recv, size_t bytesPerRan
     if (PendingPtr p = small_->alltoall(send, recv, bytesPerRank)) return p;
   }
   if (pointToPoint(OpKind::kAlltoall, bytesPerRank * ranks))
-    return pointToPointAlltoall(data_.get(), rank_, size_, send, recv, bytesPerRank, lanes_);
+    return pointToPointAlltoall(scheduleContext(), send, recv, bytesPerRank);
   if (bytesPerRank > INT_MAX) return Channel::alltoall(send, recv, bytesPerRank, ranks);
   MPI_Comm c = data_.get();
   return startRequest("MPI_Ialltoall", [&](RequestsPending*, MPI_Request* r) {
@@ -723,8 +721,8 @@ PendingPtr MpiChannel::reduceScatter(const void* send, void* recv,
   // Small communicators: point-to-point messages and a local reduction (mpi_p2p.h), ~5-10 %
   // faster than MPI_Reduce_scatter_block from 32 KiB to 2 MiB on 2 ranks (raw MPI, interleaved).
   if (pointToPoint(OpKind::kReducescatter, sum(recvCounts) * dataTypeSize(dtype))) {
-    return pointToPointReduceScatter(data_.get(), rank_, size_, send, recv, recvCounts,
-                                     reductionFor(dtype, op), reduceScratch_, lanes_);
+    return pointToPointReduceScatter(scheduleContext(reductionFor(dtype, op)), send, recv,
+                                     recvCounts);
   }
   auto p = std::make_unique<RequestsPending>();
   p->intArrays.resize(2);

@@ -10,6 +10,7 @@
 
 #include "backends/mpi/mpi_p2p.h"
 #include "backends/mpi/mpi_shm_control.h"
+#include "backends/mpi/mpi_transport_impl.h"
 #include "backends/mpi/mpi_widen.h"
 
 #include <memory>
@@ -91,6 +92,11 @@ class MpiChannel final : public Channel {
     return chooseSchedule(kind, size_, bytes) == Schedule::kPointToPoint;
   }
 
+  // What the point-to-point schedules run with (mpi_transport.h).
+  ScheduleContext scheduleContext(Reduction reduction = {}) const {
+    return ScheduleContext{rank_, size_, &transports_, reduceScratch_, reduction};
+  }
+
   MpiChannel() = default;
   void postNoticeReceive();
   // Receives and drops the messages with `tag` that have arrived on the control communicator.
@@ -118,8 +124,9 @@ class MpiChannel final : public Channel {
   // the point-to-point reduce-scatter receives (mpi_p2p.h).
   std::shared_ptr<ScratchPool> widePool_ = std::make_shared<ScratchPool>();
   std::shared_ptr<ScratchPool> reduceScratch_ = std::make_shared<ScratchPool>();
-  // Shared-memory lanes between the ranks when they all live on this node (mpi_shm.h), or null.
-  std::shared_ptr<ShmLanes> lanes_;
+  // The point-to-point schedules' transports: MPI messages on data_, and shared-memory lanes
+  // between the ranks when they all live on this node (mpi_shm.h).
+  CommTransports transports_;
   // The small-message control block when the ranks all live on this node (mpi_shm_control.h), or
   // null: the readiness AND and the small collectives go through it.
   std::shared_ptr<ShmControl> small_;

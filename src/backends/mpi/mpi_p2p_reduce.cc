@@ -5,35 +5,34 @@
 #include <utility>
 
 #include "backends/mpi/mpi_local_reduce.h"
-#include "backends/mpi/mpi_messages.h"
 #include "backends/mpi/mpi_p2p.h"
+#include "backends/mpi/mpi_schedule.h"
 
 namespace hcoll::backends::mpi {
 namespace {
 
 using p2p::BlockOffsets;
-using p2p::MessagesPending;
+using p2p::StagedSchedule;
 
 // Reduces the received contributions once every message completed (see
 // pointToPointReduceScatter). The first peer's contribution (rank - 1's) is received straight
 // into `recv`, the others' into the scratch buffer: on 2 ranks there is none, and `recv` is first
 // touched by the transport rather than by a copy (a user-space first touch of a fresh 16 MiB
 // output cost ~20 ms in page faults on the test VM).
-class ReduceScatterPending final : public MessagesPending {
+class ReduceScatterPending final : public StagedSchedule {
  public:
-  ReduceScatterPending(MPI_Comm comm, int rank, int size, const uint8_t* ownBlock, void* recv,
-                       size_t count, const Reduction& reduction,
-                       std::shared_ptr<ScratchPool> pool, ScratchPool::Buffer scratch,
-                       std::shared_ptr<ShmLanes> lanes)
-      : MessagesPending(comm, std::move(lanes)),
-        rank_(rank),
-        size_(size),
+  ReduceScatterPending(const ScheduleContext& context, const uint8_t* ownBlock, void* recv,
+                       size_t count)
+      : StagedSchedule(context, 2 * static_cast<size_t>(context.size - 1)),
+        size_(context.size),
         own_(ownBlock),
         recv_(static_cast<uint8_t*>(recv)),
         count_(count),
-        reduction_(reduction),
-        pool_(std::move(pool)),
-        scratch_(std::move(scratch)) {}
+        reduction_(context.reduction),
+        pool_(context.pool) {
+    if (size_ > 2)
+      scratch_ = pool_->take(static_cast<size_t>(size_ - 2) * count_ * reduction_.elementSize);
+  }
   ~ReduceScatterPending() override {
     // Abandoned (peers lost): MPI may still write into the scratch buffer, as into any abandoned
     // operation's buffers, so it is left allocated.
@@ -61,7 +60,6 @@ class ReduceScatterPending final : public MessagesPending {
     return true;
   }
 
-  int rank_;
   int size_;
   const uint8_t* own_;
   uint8_t* recv_;
@@ -76,7 +74,7 @@ class ReduceScatterPending final : public MessagesPending {
 // reduced blocks. Each block is reduced by exactly one rank (its owner) and copied to the others,
 // so every rank ends with bitwise the same result whatever the op does with operand order (MIN
 // and MAX of a NaN, say), as MPI advises and NCCL's ring guarantees.
-class AllreducePending final : public MessagesPending {
+class AllreducePending final : public StagedSchedule {
  public:
   struct Layout {
     int rank = 0;
@@ -96,14 +94,14 @@ class AllreducePending final : public MessagesPending {
     }
   };
 
-  AllreducePending(MPI_Comm comm, const Layout& layout, const uint8_t* send, uint8_t* recv,
-                   std::shared_ptr<ScratchPool> pool, std::shared_ptr<ShmLanes> lanes)
-      : MessagesPending(comm, std::move(lanes)),
+  AllreducePending(const ScheduleContext& context, const Layout& layout, const uint8_t* send,
+                   uint8_t* recv)
+      : StagedSchedule(context, 2 * static_cast<size_t>(layout.size - 1)),
         layout_(layout),
         send_(send),
         recv_(recv),
         inPlace_(send == nullptr),
-        pool_(std::move(pool)) {
+        pool_(context.pool) {
     const size_t mine = layout_.owned(layout_.rank);
     // Out of place, rank - 1's contribution lands straight in the own block of recv. (Signed:
     // one rank out of place needs no slot, not SIZE_MAX of them.)
@@ -117,25 +115,23 @@ class AllreducePending final : public MessagesPending {
     if (!done_) (void)scratch_.bytes.release();
   }
 
-  // Posts the reduce-scatter's messages; an MPI return code.
-  int start() {
-    reserve(2 * static_cast<size_t>(layout_.size - 1));
+  // Posts the reduce-scatter's transfers.
+  Status start() {
     const int rank = layout_.rank, size = layout_.size;
     const size_t mineBytes = layout_.owned(rank) * layout_.elementSize();
     for (int step = 1; step < size && mineBytes != 0; ++step) {
-      if (int rc = post(true, slot(step), mineBytes, (rank - step + size) % size);
-          rc != MPI_SUCCESS)
-        return rc;
+      HCOLL_RETURN_IF_ERROR(
+          transport().postRecv((rank - step + size) % size, slot(step), mineBytes));
     }
     const uint8_t* source = inPlace_ ? recv_ : send_;
     for (int step = 1; step < size; ++step) {
       const int to = (rank + step) % size;
       const size_t bytes = layout_.owned(to) * layout_.elementSize();
       if (bytes == 0) continue;  // the same on every rank: count is negotiated
-      auto* block = const_cast<uint8_t*>(source + layout_.first(to) * layout_.elementSize());
-      if (int rc = post(false, block, bytes, to); rc != MPI_SUCCESS) return rc;
+      HCOLL_RETURN_IF_ERROR(
+          transport().postSend(to, source + layout_.first(to) * layout_.elementSize(), bytes));
     }
-    return MPI_SUCCESS;
+    return Status::ok();
   }
 
  private:
@@ -152,11 +148,9 @@ class AllreducePending final : public MessagesPending {
     if (!reduced_) {
       reduced_ = true;
       *status = reduceOwnBlock();
-      if (status->isOk()) {
-        if (int rc = postAllgather(); rc != MPI_SUCCESS) *status = mpiError("MPI_Isend", rc);
-      }
+      if (status->isOk()) *status = postAllgather();
       if (!status->isOk()) {
-        cancelReceives();
+        transport().abandon();
         return finish();
       }
       if (!idle()) return false;
@@ -194,22 +188,20 @@ class AllreducePending final : public MessagesPending {
   // Every owner's reduced block to every other rank. Posted once the reduce-scatter completed:
   // its sends read the blocks these receives overwrite (in place), and every message of that
   // phase from a peer was matched before any of this phase is received (non-overtaking).
-  int postAllgather() {
+  Status postAllgather() {
     const int rank = layout_.rank, size = layout_.size;
     for (int step = 1; step < size; ++step) {
       const int from = (rank - step + size) % size;
       const size_t bytes = layout_.owned(from) * layout_.elementSize();
       if (bytes == 0) continue;
-      if (int rc = post(true, recv_ + layout_.first(from) * layout_.elementSize(), bytes, from);
-          rc != MPI_SUCCESS)
-        return rc;
+      HCOLL_RETURN_IF_ERROR(
+          transport().postRecv(from, recv_ + layout_.first(from) * layout_.elementSize(), bytes));
     }
     const size_t mineBytes = layout_.owned(rank) * layout_.elementSize();
     for (int step = 1; step < size && mineBytes != 0; ++step) {
-      if (int rc = post(false, ownBlock(), mineBytes, (rank + step) % size); rc != MPI_SUCCESS)
-        return rc;
+      HCOLL_RETURN_IF_ERROR(transport().postSend((rank + step) % size, ownBlock(), mineBytes));
     }
-    return MPI_SUCCESS;
+    return Status::ok();
   }
 
   Layout layout_;
@@ -224,58 +216,45 @@ class AllreducePending final : public MessagesPending {
 
 }  // namespace
 
-PendingPtr pointToPointReduceScatter(MPI_Comm comm, int rank, int size, const void* send,
-                                     void* recv, const std::vector<size_t>& counts,
-                                     const Reduction& reduction,
-                                     std::shared_ptr<ScratchPool> pool,
-                                     std::shared_ptr<ShmLanes> lanes) {
-  const size_t elementSize = reduction.elementSize;
+PendingPtr pointToPointReduceScatter(const ScheduleContext& context, const void* send, void* recv,
+                                     const std::vector<size_t>& counts) {
+  const int rank = context.rank, size = context.size;
+  const size_t elementSize = context.reduction.elementSize;
   const auto me = static_cast<size_t>(rank);
   const size_t mine = counts[me];
   const BlockOffsets offset(counts);
   const auto* in = static_cast<const uint8_t*>(send);
-  ScratchPool::Buffer scratch;
-  if (size > 2) scratch = pool->take(static_cast<size_t>(size - 2) * mine * elementSize);
-  auto p = std::make_unique<ReduceScatterPending>(comm, rank, size, in + offset[me] * elementSize,
-                                                  recv, mine, reduction, std::move(pool),
-                                                  std::move(scratch), std::move(lanes));
-  p->reserve(2 * static_cast<size_t>(size - 1));
+  auto p =
+      std::make_unique<ReduceScatterPending>(context, in + offset[me] * elementSize, recv, mine);
+  P2pTransport& transport = p->transport();
   for (int step = 1; step < size && mine != 0; ++step) {
     const int from = (rank - step + size) % size;
-    if (int rc = p->post(true, p->slot(step), mine * elementSize, from); rc != MPI_SUCCESS) {
-      p->cancelReceives();
-      return finished(mpiError("MPI_Irecv", rc));
+    if (Status s = transport.postRecv(from, p->slot(step), mine * elementSize); !s.isOk()) {
+      return failedToStart(*p, std::move(s));
     }
   }
   for (int step = 1; step < size; ++step) {
     const int to = (rank + step) % size;
     const auto j = static_cast<size_t>(to);
     if (counts[j] == 0) continue;  // negotiated: rank `to` expects nothing either
-    auto* block = const_cast<uint8_t*>(in + offset[j] * elementSize);  // MPI_Isend's is const
-    if (int rc = p->post(false, block, counts[j] * elementSize, to); rc != MPI_SUCCESS) {
-      p->cancelReceives();
-      return finished(mpiError("MPI_Isend", rc));
+    if (Status s = transport.postSend(to, in + offset[j] * elementSize, counts[j] * elementSize);
+        !s.isOk()) {
+      return failedToStart(*p, std::move(s));
     }
   }
   return p;
 }
 
-PendingPtr pointToPointAllreduce(MPI_Comm comm, int rank, int size, const void* send, void* recv,
-                                 size_t count, const Reduction& reduction,
-                                 std::shared_ptr<ScratchPool> pool,
-                                 std::shared_ptr<ShmLanes> lanes) {
+PendingPtr pointToPointAllreduce(const ScheduleContext& context, const void* send, void* recv,
+                                 size_t count) {
   AllreducePending::Layout layout;
-  layout.rank = rank;
-  layout.size = size;
+  layout.rank = context.rank;
+  layout.size = context.size;
   layout.count = count;
-  layout.reduction = reduction;
-  auto p = std::make_unique<AllreducePending>(comm, layout, static_cast<const uint8_t*>(send),
-                                              static_cast<uint8_t*>(recv), std::move(pool),
-                                              std::move(lanes));
-  if (int rc = p->start(); rc != MPI_SUCCESS) {
-    p->cancelReceives();
-    return finished(mpiError("MPI_Isend/MPI_Irecv", rc));
-  }
+  layout.reduction = context.reduction;
+  auto p = std::make_unique<AllreducePending>(context, layout, static_cast<const uint8_t*>(send),
+                                              static_cast<uint8_t*>(recv));
+  if (Status s = p->start(); !s.isOk()) return failedToStart(*p, std::move(s));
   return p;
 }
 

@@ -36,7 +36,7 @@ std::shared_ptr<ShmLanes> ShmLanes::make(MPI_Comm comm, int rank, int size, int 
   // Decided by facts every rank shares (size, localSize) before any rank looks further, so the
   // collective calls below run on all ranks or none.
   if (size < 2 || size > kMaxRanks || localSize != size) return nullptr;
-  const size_t bytes = static_cast<size_t>(size) * static_cast<size_t>(size - 1) * kRingBytes;
+  const size_t bytes = segmentBytes(size);
   const bool claimed = wanted() && claimShmBudget(bytes);
   void* base = mapNodeSegment(comm, rank, bytes, uniqueId, "lanes", claimed);
   if (base == nullptr) {
@@ -57,8 +57,12 @@ std::shared_ptr<ShmLanes> ShmLanes::make(MPI_Comm comm, int rank, int size, int 
 ShmLanes::ShmLanes(void* base, size_t bytes, int rank, int size)
     : base_(base), bytes_(bytes), rank_(rank), size_(size) {}
 
+std::shared_ptr<ShmLanes> ShmLanes::overMemory(void* base, int rank, int size) {
+  return std::shared_ptr<ShmLanes>(new ShmLanes(base, 0, rank, size));
+}
+
 ShmLanes::~ShmLanes() {
-  unmapNodeSegment(base_, bytes_);
+  if (bytes_ != 0) unmapNodeSegment(base_, bytes_);
 }
 
 ShmRing ShmLanes::ring(int from, int to) const {

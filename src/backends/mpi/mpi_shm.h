@@ -7,7 +7,7 @@
 // (medians of interleaved blocks, against the same schedule over MPI messages): broadcast
 // 0.5-0.8x MPI_Bcast's time from 128 KiB to 8 MiB, alltoall 0.8-0.95x MPI_Alltoall's from
 // 512 KiB to 64 MiB (over MPI messages 1.07-1.2x), allreduce 0.5x instead of 0.65x at 512 KiB.
-// Every point-to-point schedule routes its transfers above 8 KiB here (mpi_messages.h).
+// Every point-to-point schedule routes its transfers above 8 KiB here (mpi_transport.h).
 //
 // A lane is a FIFO byte stream, like MPI's non-overtaking order on one (source, tag, comm): the
 // k-th transfer posted from i to j is the k-th posted by j from i, so the point-to-point
@@ -50,6 +50,13 @@ class ShmLanes {
   // on any rank.
   static std::shared_ptr<ShmLanes> make(MPI_Comm comm, int rank, int size, int localSize,
                                         uint64_t uniqueId);
+  // The lanes of rank `rank` of `size` over memory the caller owns, zeroed once, aligned to
+  // ShmRing::kLine and segmentBytes(size) long, shared by every rank: the unit tests' ranks are
+  // threads of one process (tests/unit/test_p2p_transport.cc). Nothing is unmapped at the end.
+  static std::shared_ptr<ShmLanes> overMemory(void* base, int rank, int size);
+  static size_t segmentBytes(int size) {
+    return static_cast<size_t>(size) * static_cast<size_t>(size - 1) * ShmRing::kBytes;
+  }
   ~ShmLanes();
   ShmLanes(const ShmLanes&) = delete;
   ShmLanes& operator=(const ShmLanes&) = delete;
@@ -67,7 +74,7 @@ class ShmLanes {
   ShmRing ring(int from, int to) const;
 
   void* base_;
-  size_t bytes_;
+  size_t bytes_;  // of the mapping to unmap at the end; 0: the memory is not ours
   int rank_;
   int size_;
 };
