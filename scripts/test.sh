@@ -91,7 +91,7 @@ cmake --build build-test-tsan -j"$jobs" \
            hcoll-test-allreduce hcoll-test-allgather hcoll-test-broadcast hcoll-test-alltoall \
            hcoll-test-reducescatter hcoll-test-into hcoll-test-names hcoll-test-mismatch \
            hcoll-test-join_barrier hcoll-test-fusion hcoll-test-cache hcoll-test-progress \
-           hcoll-test-adasum
+           hcoll-test-adasum hcoll-test-fold
 # UCX's memory hooks (libucm, below MPICH) crash inside TSan's interceptors at thread exit, so
 # they are off; MPICH's locks are pthread mutexes TSan sees, so no MPICH suppressions are needed.
 UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_MALLOC_HOOKS=no UCX_MEM_EVENTS=no \
