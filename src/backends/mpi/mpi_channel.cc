@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstring>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -146,7 +145,7 @@ class BroadcastBytesPending final : public Pending {
 // k-th message between two ranks on this tag is always the k-th round's. Measured at 2 ranks on
 // shared memory: ~1.1-1.5 us per round against ~3.3 us for MPI_Iallreduce (MPICH's schedule),
 // which every operation pays once. Never destroyed while a request is active: a round given up
-// on is kept by the negotiator (its buffers with it).
+// on is kept by the runtime's bounded wait (its buffers with it).
 class AndExchangePending final : public Pending {
  public:
   AndExchangePending(MPI_Comm comm, int rank, int size, uint64_t* words, size_t count)
