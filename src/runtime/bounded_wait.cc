@@ -10,7 +10,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Polls `pending` until it finishes (*finished), `abort` is set or `giveUpAt` passes.
-// `onSlow(now)` runs about every 0.25 s; a failed Status it returns ends the loop with it.
+// `onSlow(now, start)` runs about every 0.25 s; a failed Status it returns ends the loop with it.
 template <typename OnSlow>
 Status pollLoop(backends::Pending& pending, const WaitPolicy& policy,
                 const std::atomic<bool>& abort, Clock::time_point giveUpAt, OnSlow&& onSlow,
@@ -33,7 +33,7 @@ Status pollLoop(backends::Pending& pending, const WaitPolicy& policy,
     if (now >= giveUpAt) return Status(Code::kInProgress, "handed over");
     const auto waited = now - start;
     if (now >= nextSlowReport) {
-      Status verdict = onSlow(now);
+      Status verdict = onSlow(now, start);
       if (!verdict.isOk()) return verdict;
       nextSlowReport = now + kSlowReportEvery;
     }
@@ -57,18 +57,19 @@ Status waitUnbounded(backends::Pending& pending, const WaitPolicy& policy,
   bool finished = false;
   return pollLoop(
       pending, policy, abort, Clock::time_point::max(),
-      [](Clock::time_point) { return Status::ok(); }, &finished);
+      [](Clock::time_point, Clock::time_point) { return Status::ok(); }, &finished);
 }
 
 Status BoundedWait::run(backends::Pending& step, Report& report, const Options& options) {
-  const Clock::time_point since = options.since ? *options.since : Clock::now();
   // When (seconds after `since`) this wait first saw the communicator closing; < 0: not yet.
   double closingSince = options.closing ? 0.0 : -1.0;
   bool finished = false;
   Status status = pollLoop(
       step, policy_, abort_, options.giveUpAt,
-      [&](Clock::time_point now) {
-        const double waited = std::chrono::duration<double>(now - since).count();
+      [&](Clock::time_point now, Clock::time_point start) {
+        // `since` defaults to the loop's own start: no clock read of its own (waits are short).
+        const double waited =
+            std::chrono::duration<double>(now - options.since.value_or(start)).count();
         return check(report, options, waited, &closingSince);
       },
       &finished);
