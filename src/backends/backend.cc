@@ -19,4 +19,9 @@ class FinishedPending final : public Pending {
 
 PendingPtr finished(Status status) { return std::make_unique<FinishedPending>(std::move(status)); }
 
+PeerSignals& PeerSignals::none() {
+  static PeerSignals* silent = new PeerSignals();  // stateless; never destroyed (used at exit)
+  return *silent;
+}
+
 }  // namespace hcoll::backends

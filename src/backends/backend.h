@@ -68,6 +68,57 @@ class Collectives {
   }
 };
 
+// Liveness signals between the members of one communicator, outside any round, so that they
+// reach a peer whatever it is waiting for (an idle peer takes part in no round). The runtime's
+// bounded waits (runtime/bounded_wait.h) consult them; nothing else does. Called from the
+// communicator's thread only, like the channel.
+class PeerSignals {
+ public:
+  virtual ~PeerSignals() = default;
+
+  // Notices: small messages to every other member carrying failures that must reach every rank:
+  // a member leaving, or giving up on the communicator. Best effort and bounded: sendNotice
+  // returns once the messages were handed to the transport or after about a second. pollNotice
+  // never blocks.
+  enum class NoticeKind : uint8_t {
+    kClosing = 1,  // the sender waits in its final round: idle members should join that round
+    kGone = 2,     // the sender left the communicator for good: fail everything, join nothing
+    // kGone, and the sender gave up on a peer that stopped in the middle of an operation or did
+    // not answer its close: that peer may never finalize MPI either.
+    kGoneStuck = 3,
+  };
+  struct Notice {
+    int rank = -1;
+    NoticeKind kind = NoticeKind::kGone;
+    Code code = Code::kShutDown;
+    std::string text;
+  };
+  virtual void sendNotice(NoticeKind kind, Code code, const std::string& text) {
+    (void)kind;
+    (void)code;
+    (void)text;
+  }
+  virtual bool pollNotice(Notice* out) {
+    (void)out;
+    return false;
+  }
+
+  // Stall diagnostics, best effort. Idle ranks do not negotiate, so a rank stuck entering a
+  // control round cannot tell who is missing from the collective itself: ranks that have waited
+  // a while in round `round` say so to every other rank (noteWaiting), and a rank reporting the
+  // stall asks which peers did (peersWaiting); the others have not entered the round. A backend
+  // that cannot tell returns false from tracksWaiting.
+  virtual bool tracksWaiting() const { return false; }
+  virtual void noteWaiting(uint64_t round) { (void)round; }
+  virtual std::vector<int> peersWaiting(uint64_t round) {
+    (void)round;
+    return {};
+  }
+
+  // Signals nothing, sees nothing: what a channel without signals returns.
+  static PeerSignals& none();
+};
+
 // A backend's view of one communicator: membership, the negotiation (control) plane, the host
 // data plane, and the creation of sub-communicators.
 class Channel : public Collectives {
@@ -116,50 +167,20 @@ class Channel : public Collectives {
   // Rank 0's *buf replaces every other rank's *buf.
   virtual PendingPtr broadcastBytes(std::vector<uint8_t>* buf) = 0;
 
-  // Stall diagnostics, best effort. Idle ranks do not negotiate, so a rank stuck entering a
-  // control round cannot tell who is missing from the collective itself: ranks that have waited
-  // a while in round `round` say so to every other rank (noteWaiting), and a rank reporting the
-  // stall asks which peers did (peersWaiting); the others have not entered the round. A backend
-  // that cannot tell returns false from tracksWaiting (the default).
-  virtual bool tracksWaiting() const { return false; }
-
   // The largest count or displacement one rank's part of an allgather or alltoall (bytes) or a
   // reducescatter (elements) may have: the runtime refuses bigger operations at submission.
   // allreduce and broadcast have no such limit (they are split into chunks).
   virtual size_t maxVectorCount() const { return SIZE_MAX; }
   // Why maxVectorCount is what it is, for the message that refuses an operation over it.
   virtual std::string maxVectorCountReason() const { return "the backend's limit"; }
-  virtual void noteWaiting(uint64_t round) { (void)round; }
-  virtual std::vector<int> peersWaiting(uint64_t round) {
-    (void)round;
-    return {};
-  }
 
   // Collective over this channel; blocking. *out is null on ranks that are not members.
   virtual Status split(int color, int key, std::unique_ptr<Channel>* out) = 0;
   virtual Status create(const std::vector<int32_t>& ranks, std::unique_ptr<Channel>* out) = 0;
 
-  // Notices: small out-of-band messages to every other member, outside any round, so that they
-  // reach a peer whatever it is waiting for (an idle peer takes part in no round). They carry
-  // failures that must reach every rank: a member leaving, or giving up on the communicator.
-  // Best effort and bounded: sendNotice returns once the messages were handed to the transport
-  // or after about a second. pollNotice never blocks. The defaults do nothing (a channel of one
-  // rank, or a test double).
-  enum class NoticeKind : uint8_t {
-    kClosing = 1,  // the sender waits in its final round: idle members should join that round
-    kGone = 2,     // the sender left the communicator for good: fail everything, join nothing
-    // kGone, and the sender gave up on a peer that stopped in the middle of an operation or did
-    // not answer its close: that peer may never finalize MPI either.
-    kGoneStuck = 3,
-  };
-  struct Notice {
-    int rank = -1;
-    NoticeKind kind = NoticeKind::kGone;
-    Code code = Code::kShutDown;
-    std::string text;
-  };
-  virtual void sendNotice(NoticeKind /*kind*/, Code /*code*/, const std::string& /*text*/) {}
-  virtual bool pollNotice(Notice* /*out*/) { return false; }
+  // How the members signal each other outside any round (notices, stall notes). The default:
+  // none (a channel of one rank, or a test double). Valid for the channel's life.
+  virtual PeerSignals& signals() { return PeerSignals::none(); }
 };
 
 // Process-wide state of a backend (for MPI: the library's initialization; for loopback: the

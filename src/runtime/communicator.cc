@@ -175,8 +175,9 @@ bool Communicator::allClosedTogether() { return !gPartedCommunicators.load(); }
 
 void Communicator::announceAbort(const std::string& reason) {
   gTroubledCommunicators.store(true);
-  channel_->sendNotice(backends::Channel::NoticeKind::kGone, Code::kShutDown,
-                       "rank " + std::to_string(rank()) + " called hcoll_abort: " + reason);
+  channel_->signals().sendNotice(
+      backends::PeerSignals::NoticeKind::kGone, Code::kShutDown,
+      "rank " + std::to_string(rank()) + " called hcoll_abort: " + reason);
 }
 
 StatsSnapshot Communicator::stats() const {

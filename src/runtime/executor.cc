@@ -17,12 +17,14 @@ Executor::Executor(backends::Channel& channel, const Config& config, Liveness& l
     : channel_(channel),
       config_(config),
       liveness_(liveness),
-      closeRequested_(closeRequested),
       abort_(abort),
+      wait_(liveness, abort, dataPlanePolicy()),
       stats_(stats),
       finish_(std::move(finish)),
       rank_(channel.rank()),
-      size_(channel.size()) {}
+      size_(channel.size()) {
+  wait_.watchCloseRequests(closeRequested);
+}
 
 Executor::~Executor() {
   if (!abort_.load()) return;

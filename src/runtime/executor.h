@@ -16,6 +16,7 @@
 #include "backends/device.h"
 #include "common/logging.h"
 #include "runtime/config.h"
+#include "runtime/bounded_wait.h"
 #include "runtime/liveness.h"
 #include "runtime/local_op.h"
 #include "runtime/message.h"
@@ -60,8 +61,9 @@ class Executor {
   Status reducescatterBatch(const Plane& plane, const std::vector<Item>& items);
   Status alltoall(const Response& r, LocalOp& op);
   Status submitAndWait(backends::PendingPtr pending, size_t bytes, size_t tensors);
-  // Waits for a data-plane step within the communicator's bounds; one given up on is kept (it
-  // and the buffers it uses stay valid until the process exits) and sets failure_.
+  // Waits for a data-plane step within the communicator's bounds (wait_); one given up on is
+  // kept until the process exits (its buffers are the batch's: a fusion lease is abandoned)
+  // and sets failure_.
   Status waitData(backends::PendingPtr pending);
   void recordExecution(const std::vector<const LocalOp*>& ops, OpKind kind, size_t tensors,
                        std::chrono::steady_clock::time_point start);
@@ -78,8 +80,8 @@ class Executor {
   backends::Channel& channel_;
   const Config& config_;
   Liveness& liveness_;
-  const std::atomic<bool>& closeRequested_;
   const std::atomic<bool>& abort_;
+  BoundedWait wait_;  // every data-plane wait (waitData)
   Status failure_;
   CommStats& stats_;
   Finish finish_;

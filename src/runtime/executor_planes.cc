@@ -1,9 +1,7 @@
 // Where a batch runs and how long its steps may take (executor_internal.h): the host plane on the
 // communicator's thread, device planes on their streams, each data phase under the stall bound.
-#include <mutex>
-
+#include "runtime/bounded_wait.h"
 #include "runtime/executor_internal.h"
-#include "runtime/progress.h"
 
 namespace hcoll::runtime {
 
@@ -11,48 +9,41 @@ using executor_detail::abortPlaneAfterFailure;
 
 namespace {
 
-// Data-plane steps given up on, kept until the process exits: MPI (or the device) may still
-// complete them and use their buffers. Reachable, so not a leak to LeakSanitizer.
-void keepForever(backends::PendingPtr pending) {
-  static std::mutex* mutex = new std::mutex();
-  static auto* kept = new std::vector<backends::PendingPtr>();
-  std::lock_guard<std::mutex> lock(*mutex);
-  kept->push_back(std::move(pending));
-}
+// What a data-plane wait says when it gives up: a peer stopped in the middle of an operation
+// every rank agreed to run.
+class DataReport final : public BoundedWait::Report {
+ public:
+  DataReport(int rank, const Liveness& liveness) : rank_(rank), liveness_(liveness) {}
+  Status stalled(double waited) override {
+    return Status(Code::kTimeout, "timed out after " + std::to_string(static_cast<int>(waited)) +
+                                      " s in the data phase of a collective on rank " +
+                                      std::to_string(rank_) +
+                                      ": a peer stopped taking part (it is stuck or has exited). "
+                                      "The communicator is unusable from now on");
+  }
+  Status closeBoundPassed(double) override {
+    return shutDown("closing the communicator: a collective in its data phase did not "
+                    "complete within " +
+                    std::to_string(static_cast<int>(liveness_.closeTimeoutSeconds())) +
+                    " s (a peer is stuck or has exited); closed locally on rank " +
+                    std::to_string(rank_));
+  }
+
+ private:
+  int rank_;
+  const Liveness& liveness_;
+};
 
 }  // namespace
 
 Status Executor::waitData(backends::PendingPtr pending) {
   if (!failure_.isOk()) return failure_;
-  bool gaveUp = false;
-  double closingSince = -1;
-  auto onSlow = [&](double waited) -> Status {
-    Status verdict = liveness_.poll();
-    if (verdict.isOk() && closingSince < 0 && closeRequested_.load()) closingSince = waited;
-    const double stall = liveness_.stallShutdownSeconds();
-    if (verdict.isOk() && stall > 0 && waited >= stall) {
-      verdict = Status(Code::kTimeout,
-                       "timed out after " + std::to_string(static_cast<int>(waited)) +
-                           " s in the data phase of a collective on rank " +
-                           std::to_string(rank_) +
-                           ": a peer stopped taking part (it is stuck or has exited). The "
-                           "communicator is unusable from now on");
-    }
-    if (verdict.isOk() && closingSince >= 0 &&
-        waited - closingSince >= liveness_.closeTimeoutSeconds()) {
-      verdict = shutDown("closing the communicator: a collective in its data phase did not "
-                         "complete within " +
-                         std::to_string(static_cast<int>(liveness_.closeTimeoutSeconds())) +
-                         " s (a peer is stuck or has exited); closed locally on rank " +
-                         std::to_string(rank_));
-    }
-    gaveUp = !verdict.isOk();
-    return verdict;
-  };
-  Status s = waitFor(*pending, dataPlanePolicy(), abort_, onSlow);
-  if (gaveUp || abort_.load()) {
+  DataReport report(rank_, liveness_);
+  // Given up on (or failed), the step is kept by the wait: MPI or the device may still complete
+  // it. Its buffers are the batch's, kept by the caller (a fusion lease is abandoned).
+  Status s = wait_.wait(pending, report, BoundedWait::Options{});
+  if (wait_.gaveUp() || abort_.load()) {
     failure_ = s.isOk() ? shutDown("the communicator was aborted") : s;
-    keepForever(std::move(pending));
     return failure_;
   }
   return s;

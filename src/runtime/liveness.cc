@@ -9,17 +9,17 @@
 namespace hcoll::runtime {
 
 Liveness::Liveness(backends::Channel& channel, double stallShutdownSeconds)
-    : channel_(channel), stallShutdown_(stallShutdownSeconds) {}
+    : signals_(channel.signals()), stallShutdown_(stallShutdownSeconds) {}
 
 Status Liveness::poll() {
-  backends::Channel::Notice notice;
-  while (gone_.isOk() && channel_.pollNotice(&notice)) {
-    if (notice.kind == backends::Channel::NoticeKind::kClosing) {
+  backends::PeerSignals::Notice notice;
+  while (gone_.isOk() && signals_.pollNotice(&notice)) {
+    if (notice.kind == backends::PeerSignals::NoticeKind::kClosing) {
       closingRanks_.insert(notice.rank);
       joinRequested_ = true;
       continue;
     }
-    stuckPeerReported_ = notice.kind == backends::Channel::NoticeKind::kGoneStuck;
+    stuckPeerReported_ = notice.kind == backends::PeerSignals::NoticeKind::kGoneStuck;
     gone_ = Status(notice.code, "rank " + std::to_string(notice.rank) +
                                     " gave up on the communicator: " + notice.text);
   }
@@ -35,14 +35,14 @@ std::string Liveness::closingRanksText() const {
 void Liveness::announceClosing() {
   if (announcedClosing_ || announcedGone_) return;
   announcedClosing_ = true;
-  channel_.sendNotice(backends::Channel::NoticeKind::kClosing, Code::kShutDown, "closing");
+  signals_.sendNotice(backends::PeerSignals::NoticeKind::kClosing, Code::kShutDown, "closing");
 }
 
 void Liveness::announceGone(const Status& failure, bool peerStuck) {
   if (announcedGone_) return;
   announcedGone_ = true;
-  channel_.sendNotice(peerStuck ? backends::Channel::NoticeKind::kGoneStuck
-                                : backends::Channel::NoticeKind::kGone,
+  signals_.sendNotice(peerStuck ? backends::PeerSignals::NoticeKind::kGoneStuck
+                                : backends::PeerSignals::NoticeKind::kGone,
                       failure.code(), failure.message());
 }
 

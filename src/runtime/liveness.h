@@ -16,6 +16,7 @@ namespace hcoll::runtime {
 
 class Liveness {
  public:
+  // Consults channel.signals() (which must outlive this).
   Liveness(backends::Channel& channel, double stallShutdownSeconds);
 
   // Reads the notices that arrived. Returns the failure a peer's "gone" notice reports (ok if
@@ -52,7 +53,7 @@ class Liveness {
   static constexpr auto kIdlePollInterval = std::chrono::milliseconds(100);
 
  private:
-  backends::Channel& channel_;
+  backends::PeerSignals& signals_;
   std::atomic<double> stallShutdown_;
   std::set<int> closingRanks_;
   Status gone_;

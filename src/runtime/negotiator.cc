@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
-#include <mutex>
 
-#include "runtime/progress.h"
 #include "runtime/wire.h"
 
 namespace hcoll::runtime {
@@ -48,28 +46,16 @@ uint64_t hashName(const std::string& name) {
 constexpr auto kAnnounceCachedAfter = std::chrono::seconds(1);
 constexpr auto kInspectEvery = std::chrono::seconds(1);
 
-// Control-plane steps abandoned after a timeout, and the buffers MPI may still read or write for
-// them. Never destroyed (reachable, so not a leak to LeakSanitizer).
-struct Abandoned {
-  std::mutex mutex;
-  std::vector<backends::PendingPtr> steps;
-  std::vector<std::vector<uint64_t>> words;
-  std::vector<std::vector<uint8_t>> bytes;
-};
-Abandoned& abandoned() {
-  static Abandoned* a = new Abandoned();
-  return *a;
-}
-
 }  // namespace
 
 Negotiator::Negotiator(backends::Channel& channel, const Config& config, Liveness& liveness,
                        const std::atomic<bool>& abort, std::shared_ptr<spdlog::logger> log,
                        const FlightRecorder* recorder)
     : channel_(channel),
+      signals_(channel.signals()),
       config_(config),
       liveness_(liveness),
-      abort_(abort),
+      wait_(liveness, abort, controlPlanePolicy()),
       log_(std::move(log)),
       cache_(config.cacheCapacity),
       lastInspection_(Clock::now()),
@@ -187,16 +173,12 @@ Status Negotiator::round(PendingOps& pending, bool closing, RoundResult* out,
   if (!entry_) beginRound(pending, closing);
   // The cache changes only when a round completes: the same slots as when the round began.
   const size_t slots = cache_.enabled() ? cache_.slotCount() : 0;
-  if (Status s = waitControl(entry_, "readiness allreduce", /*entry=*/true, giveUpAt);
+  // Given up on, the allreduce is kept with the words it reduces and the fold's copies it may
+  // still read or write (entry_ is then null).
+  if (Status s = waitControl(entry_, "readiness allreduce", /*entry=*/true, giveUpAt, words_,
+                             foldSend_, foldResult_);
       !s.isOk()) {
-    if (s.code() == Code::kInProgress) return s;  // handed over, still in flight
-    std::lock_guard<std::mutex> lock(abandoned().mutex);
-    abandoned().words.push_back(std::move(words_));
-    if (foldOp_ != nullptr) {
-      abandoned().words.push_back(std::move(foldSend_));
-      abandoned().words.push_back(std::move(foldResult_));
-    }
-    return s;
+    return s;  // kInProgress: handed over, still in flight
   }
   entry_.reset();
   const uint64_t anyFlags = ~words_[kFlagsWord] & kOrMask;
@@ -263,11 +245,8 @@ Status Negotiator::replayCached(size_t slots, RoundResult* out) {
       autoChecks_[2 * i + 1] = ~autoChecks_[2 * i];
     }
     auto step = channel_.allreduceBitsAnd(autoChecks_.data(), autoChecks_.size());
-    if (Status s = waitControl(step, "automatic-name check"); !s.isOk()) {
-      std::lock_guard<std::mutex> lock(abandoned().mutex);
-      abandoned().words.push_back(std::move(autoChecks_));
-      return s;
-    }
+    HCOLL_RETURN_IF_ERROR(
+        waitControl(step, "automatic-name check", false, Clock::time_point::max(), autoChecks_));
     for (size_t i = 0; i < autoSet_.size(); ++i) {
       autoAgreed_[i] = autoChecks_[2 * i] == ~autoChecks_[2 * i + 1];
       if (autoAgreed_[i]) continue;
@@ -348,11 +327,8 @@ Status Negotiator::exchangeWithCoordinator(PendingOps& pending, size_t replayed,
     answer = wire::encode(responses);
   }
   auto broadcast = channel_.broadcastBytes(&answer);
-  if (Status s = waitControl(broadcast, "response broadcast"); !s.isOk()) {
-    std::lock_guard<std::mutex> lock(abandoned().mutex);
-    abandoned().bytes.push_back(std::move(answer));
-    return s;
-  }
+  HCOLL_RETURN_IF_ERROR(
+      waitControl(broadcast, "response broadcast", false, Clock::time_point::max(), answer));
   ResponseList responses;
   HCOLL_RETURN_IF_ERROR(wire::decode(answer.data(), answer.size(), &responses));
   for (const Response& r : responses.responses) {
@@ -405,10 +381,10 @@ void Negotiator::dumpRecorder(const std::string& why) const {
 
 std::string Negotiator::describeMissing(bool entry) {
   const int size = channel_.size();
-  if (!entry || !channel_.tracksWaiting()) {
+  if (!entry || !signals_.tracksWaiting()) {
     return "the other " + std::to_string(size - 1) + " rank(s) of the communicator";
   }
-  const std::vector<int> waiting = channel_.peersWaiting(roundSeq_);
+  const std::vector<int> waiting = signals_.peersWaiting(roundSeq_);
   std::vector<int> missing;
   for (int r = 0; r < size; ++r) {
     if (r != channel_.rank() && std::find(waiting.begin(), waiting.end(), r) == waiting.end()) {
@@ -422,21 +398,64 @@ std::string Negotiator::describeMissing(bool entry) {
   return text;
 }
 
-Status Negotiator::waitControl(backends::PendingPtr& step, const char* what, bool entry,
-                               Clock::time_point giveUpAt) {
-  bool warnedHere = false;
-  bool notedHere = false;
-  // The entry's wait may resume a round a caller handed over: it notes and warns once per round.
-  bool& warned = entry ? entryWarned_ : warnedHere;
-  bool& noted = entry ? entryNoted_ : notedHere;
-  // Early enough that peers' notes arrive before the warning, late enough that a round that
-  // merely takes a moment sends nothing.
-  const double noteAfter = std::min(1.0, config_.stallCheckSeconds / 2);
-  const bool diagnose = config_.stallCheckSeconds > 0 || config_.stallShutdownSeconds > 0;
-  auto pendingNames = [this] {
+// What a control-plane wait says: the stall warning (with the operations pending here and, at a
+// round's entry, which ranks have not entered it), the notes that tell peers this rank waits in
+// the round, and the messages of the close and stall bounds.
+class Negotiator::ControlReport final : public BoundedWait::Report {
+ public:
+  // `noted`, `warned`: whether this wait (or, for the entry, this round across a hand-over)
+  // already sent its stall note / logged its warning.
+  ControlReport(Negotiator& n, const char* what, bool entry, bool& noted, bool& warned)
+      : n_(n), what_(what), entry_(entry), noted_(noted), warned_(warned) {}
+
+  void slow(double waited) override {
+    const Config& config = n_.config_;
+    // Early enough that peers' notes arrive before the warning, late enough that a round that
+    // merely takes a moment sends nothing.
+    const double noteAfter = std::min(1.0, config.stallCheckSeconds / 2);
+    const bool diagnose = config.stallCheckSeconds > 0 || config.stallShutdownSeconds > 0;
+    if (entry_ && diagnose && !noted_ && (waited >= noteAfter || config.stallCheckSeconds <= 0)) {
+      noted_ = true;
+      n_.signals_.noteWaiting(n_.roundSeq_);
+    }
+    if (!warned_ && config.stallCheckSeconds > 0 && waited >= config.stallCheckSeconds) {
+      warned_ = true;
+      n_.log_->warn(
+          "stall: rank {} has waited {:.1f} s in the {} for {}; operations pending here: {}. "
+          "A rank with nothing pending does not negotiate: some rank has not submitted these "
+          "operations, or has exited",
+          n_.channel_.rank(), waited, what_, n_.describeMissing(entry_), pendingNames());
+      n_.dumpRecorder("stall: negotiation round waiting for other ranks");
+    }
+  }
+
+  Status stalled(double waited) override {
+    std::string message =
+        "timed out after " + std::to_string(static_cast<int>(waited)) +
+        " s: the other ranks of the communicator did not all join the negotiation of " +
+        pendingNames() + " (rank " + std::to_string(n_.channel_.rank()) + " waited in the " +
+        what_ + " for " + n_.describeMissing(entry_) +
+        "); a rank that has not submitted them, or has exited, is missing. The "
+        "communicator is unusable from now on";
+    n_.log_->error("stall shutdown: {}", message);
+    n_.dumpRecorder("stall shutdown: the operations this rank had pending");
+    return Status(Code::kTimeout, message);
+  }
+
+  Status closeBoundPassed(double waited) override {
+    std::string message = "closing the communicator: the other ranks did not take part for " +
+                          std::to_string(static_cast<int>(waited)) +
+                          " s (they may have exited); closed locally on rank " +
+                          std::to_string(n_.channel_.rank());
+    n_.log_->error("{}", message);
+    return shutDown(message);
+  }
+
+ private:
+  std::string pendingNames() const {
     std::string names;
     size_t listed = 0;
-    for (const auto& op : roundPending_->all()) {
+    for (const auto& op : n_.roundPending_->all()) {
       if (listed++ == 8) {
         names += ", ...";
         break;
@@ -444,63 +463,29 @@ Status Negotiator::waitControl(backends::PendingPtr& step, const char* what, boo
       names += (names.empty() ? "'" : ", '") + op->spec.name + "'";
     }
     return names.empty() ? std::string("none") : names;
-  };
-  // When this wait first saw the communicator closing (the whole wait, for a closing round).
-  double closingSince = roundClosing_ ? 0.0 : -1.0;
-  auto onSlow = [&](double waitedHere) -> Status {
-    const int rank = channel_.rank();
-    // The entry's wait counts from the round's start, across a hand-over.
-    const double waited =
-        entry ? std::chrono::duration<double>(Clock::now() - entryStartedAt_).count() : waitedHere;
-    // A peer that gave up will never take part again: fail now with its reason.
-    HCOLL_RETURN_IF_ERROR(liveness_.poll());
-    if (closingSince < 0 && closeRequested_ != nullptr && closeRequested_->load()) {
-      closingSince = waited;
-    }
-    if (closingSince >= 0 && waited - closingSince >= liveness_.closeTimeoutSeconds()) {
-      std::string message = "closing the communicator: the other ranks did not take part for " +
-                            std::to_string(static_cast<int>(waited)) +
-                            " s (they may have exited); closed locally on rank " +
-                            std::to_string(rank);
-      log_->error("{}", message);
-      return shutDown(message);
-    }
-    if (entry && diagnose && !noted && (waited >= noteAfter || config_.stallCheckSeconds <= 0)) {
-      noted = true;
-      channel_.noteWaiting(roundSeq_);
-    }
-    if (!warned && config_.stallCheckSeconds > 0 && waited >= config_.stallCheckSeconds) {
-      warned = true;
-      log_->warn(
-          "stall: rank {} has waited {:.1f} s in the {} for {}; operations pending here: {}. "
-          "A rank with nothing pending does not negotiate: some rank has not submitted these "
-          "operations, or has exited",
-          rank, waited, what, describeMissing(entry), pendingNames());
-      dumpRecorder("stall: negotiation round waiting for other ranks");
-    }
-    const double shutdownAfter = liveness_.stallShutdownSeconds();
-    if (!roundClosing_ && shutdownAfter > 0 && waited >= shutdownAfter) {
-      std::string message =
-          "timed out after " + std::to_string(static_cast<int>(waited)) +
-          " s: the other ranks of the communicator did not all join the negotiation of " +
-          pendingNames() + " (rank " + std::to_string(rank) + " waited in the " + what + " for " +
-          describeMissing(entry) +
-          "); a rank that has not submitted them, or has exited, is missing. The "
-          "communicator is unusable from now on";
-      log_->error("stall shutdown: {}", message);
-      dumpRecorder("stall shutdown: the operations this rank had pending");
-      return Status(Code::kTimeout, message);
-    }
-    return Status::ok();
-  };
-  WaitPolicy policy = controlPlanePolicy();
-  policy.giveUpAt = giveUpAt;
-  Status status = waitFor(*step, policy, abort_, onSlow);
-  if (!status.isOk() && status.code() != Code::kInProgress) {
-    std::lock_guard<std::mutex> lock(abandoned().mutex);
-    abandoned().steps.push_back(std::move(step));
   }
-  return status;
+
+  Negotiator& n_;
+  const char* what_;
+  bool entry_;
+  bool& noted_;
+  bool& warned_;
+};
+
+template <typename... Buffers>
+Status Negotiator::waitControl(backends::PendingPtr& step, const char* what, bool entry,
+                               Clock::time_point giveUpAt, Buffers&... buffers) {
+  bool notedHere = false;
+  bool warnedHere = false;
+  // The entry's wait may resume a round a caller handed over: it notes and warns once per
+  // round, and counts from the round's start.
+  ControlReport report(*this, what, entry, entry ? entryNoted_ : notedHere,
+                       entry ? entryWarned_ : warnedHere);
+  BoundedWait::Options options;
+  if (entry) options.since = entryStartedAt_;
+  options.closing = roundClosing_;  // a closing round: the close bound from its start
+  options.giveUpAt = giveUpAt;
+  return wait_.wait(step, report, options, buffers...);
 }
 
 }  // namespace hcoll::runtime

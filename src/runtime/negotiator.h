@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "runtime/bounded_wait.h"
 #include "runtime/config.h"
 #include "runtime/coordinator.h"
 #include "runtime/flight_recorder.h"
@@ -57,7 +58,7 @@ class Negotiator {
   // `flag` becomes true when the communicator is asked to close (destroy, shutdown). A round
   // already waiting for peers then gives up after the close bound too, instead of waiting for
   // peers that may be gone without limit (when no stall shutdown time is set).
-  void watchCloseRequests(const std::atomic<bool>& flag) { closeRequested_ = &flag; }
+  void watchCloseRequests(const std::atomic<bool>& flag) { wait_.watchCloseRequests(flag); }
 
  private:
   // Announces this rank's unannounced operations, except the first `replayed` of *out (replayed
@@ -66,17 +67,20 @@ class Negotiator {
                                  std::vector<ResponsePtr>* out);
   // Rank 0: warns about, and past the shutdown time fails, operations some ranks never submit.
   void inspectStalls(std::vector<Response>* out);
-  // Waits for one control-plane step of the round. Peers with nothing pending sleep and never
-  // join a round, so the wait itself reports what is pending here after the stall check time
-  // and gives up after the stall shutdown time (or the close bound while closing).
-  // A step given up on stays active in MPI (a late peer can still match it), so it and its
-  // buffers are kept until the process exits.
+  // Waits for one control-plane step of the round (wait_, under the communicator's bounds). Peers
+  // with nothing pending sleep and never join a round, so the wait itself reports what is
+  // pending here after the stall check time and gives up after the stall shutdown time (or the
+  // close bound while closing). A step given up on stays active in MPI (a late peer can still
+  // match it), so it and `buffers` (what it reads or writes) are kept until the process exits.
   // `entry`: the round's first step (the readiness allreduce), the one idle ranks never enter;
   // only there are peers' stall notes used to name the missing ranks.
   // `giveUpAt`: see round().
+  template <typename... Buffers>
   Status waitControl(backends::PendingPtr& step, const char* what, bool entry = false,
                      std::chrono::steady_clock::time_point giveUpAt =
-                         std::chrono::steady_clock::time_point::max());
+                         std::chrono::steady_clock::time_point::max(),
+                     Buffers&... buffers);
+  class ControlReport;  // waitControl's words for its failures and stall warnings
   // Starts the round's readiness allreduce over `pending` (entry_), with the lone operation's
   // data folded in when foldable() says so.
   void beginRound(PendingOps& pending, bool closing);
@@ -92,9 +96,10 @@ class Negotiator {
   void dumpRecorder(const std::string& why) const;
 
   backends::Channel& channel_;
+  backends::PeerSignals& signals_;
   const Config& config_;
   Liveness& liveness_;
-  const std::atomic<bool>& abort_;
+  BoundedWait wait_;
   std::shared_ptr<spdlog::logger> log_;
   ResponseCache cache_;
   std::unique_ptr<Coordinator> coordinator_;  // rank 0 only
@@ -127,7 +132,6 @@ class Negotiator {
   bool foldAgreed_ = false;
   std::vector<uint64_t> foldSend_;
   std::vector<uint64_t> foldResult_;
-  const std::atomic<bool>* closeRequested_ = nullptr;
 };
 
 }  // namespace hcoll::runtime

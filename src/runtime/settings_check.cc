@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "hcoll/config.h"
-#include "runtime/progress.h"
+#include "runtime/bounded_wait.h"
 
 namespace hcoll::runtime {
 namespace {
@@ -85,7 +85,7 @@ Status agreeOnSettings(backends::Channel& world, Config* config) {
   const std::atomic<bool> never{false};
   std::vector<std::vector<uint8_t>> gathered;
   auto gather = world.gatherBytes(encode(mine), &gathered);
-  HCOLL_RETURN_IF_ERROR(waitFor(*gather, controlPlanePolicy(), never));
+  HCOLL_RETURN_IF_ERROR(waitUnbounded(*gather, controlPlanePolicy(), never));
   // Rank 0 answers with 'E' + the failure, or 'O' + its own settings, which every rank adopts.
   std::vector<uint8_t> answer;
   if (world.rank() == 0) {
@@ -99,7 +99,7 @@ Status agreeOnSettings(backends::Channel& world, Config* config) {
     }
   }
   auto broadcast = world.broadcastBytes(&answer);
-  HCOLL_RETURN_IF_ERROR(waitFor(*broadcast, controlPlanePolicy(), never));
+  HCOLL_RETURN_IF_ERROR(waitUnbounded(*broadcast, controlPlanePolicy(), never));
   if (answer.empty()) return internalError("settings check: empty answer from rank 0");
   if (answer[0] == 'E') return invalidArgument(std::string(answer.begin() + 1, answer.end()));
   const std::vector<std::string> agreed = values({answer.begin() + 1, answer.end()});

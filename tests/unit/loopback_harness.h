@@ -25,6 +25,7 @@ using hcoll::DataType;
 using hcoll::ReduceOp;
 using hcoll::Status;
 using hcoll::backends::Channel;
+using hcoll::backends::PeerSignals;
 using hcoll::backends::PendingPtr;
 
 struct RankLog {

@@ -406,11 +406,11 @@ TEST_CASE("loopback backend: ranks, worlds, external handles", "[loopback]") {
 
 TEST_CASE("loopback stall notes: who waits in which round", "[loopback]") {
   Channels world = makeWorld(3);
-  CHECK(world[0]->tracksWaiting());
-  world[0]->noteWaiting(5);
-  world[2]->noteWaiting(4);
-  world[2]->noteWaiting(5);
-  CHECK(world[1]->peersWaiting(5) == std::vector<int>{0, 2});
-  CHECK(world[0]->peersWaiting(5) == std::vector<int>{2});
-  CHECK(world[1]->peersWaiting(4).empty());
+  CHECK(world[0]->signals().tracksWaiting());
+  world[0]->signals().noteWaiting(5);
+  world[2]->signals().noteWaiting(4);
+  world[2]->signals().noteWaiting(5);
+  CHECK(world[1]->signals().peersWaiting(5) == std::vector<int>{0, 2});
+  CHECK(world[0]->signals().peersWaiting(5) == std::vector<int>{2});
+  CHECK(world[1]->signals().peersWaiting(4).empty());
 }

@@ -121,24 +121,24 @@ TEST_CASE("loopback: mismatched calls fail on every rank", "[loopback]") {
 
 TEST_CASE("loopback notices reach every other member", "[loopback]") {
   Channels world = makeWorld(3);
-  world[1]->sendNotice(Channel::NoticeKind::kGone, Code::kTimeout, "gave up");
-  world[2]->sendNotice(Channel::NoticeKind::kClosing, Code::kShutDown, "closing");
-  Channel::Notice n;
-  REQUIRE(world[0]->pollNotice(&n));
+  world[1]->signals().sendNotice(PeerSignals::NoticeKind::kGone, Code::kTimeout, "gave up");
+  world[2]->signals().sendNotice(PeerSignals::NoticeKind::kClosing, Code::kShutDown, "closing");
+  PeerSignals::Notice n;
+  REQUIRE(world[0]->signals().pollNotice(&n));
   CHECK(n.rank == 1);
-  CHECK(n.kind == Channel::NoticeKind::kGone);
+  CHECK(n.kind == PeerSignals::NoticeKind::kGone);
   CHECK(n.code == Code::kTimeout);
   CHECK(n.text == "gave up");
-  REQUIRE(world[0]->pollNotice(&n));
+  REQUIRE(world[0]->signals().pollNotice(&n));
   CHECK(n.rank == 2);
-  CHECK(n.kind == Channel::NoticeKind::kClosing);
-  CHECK_FALSE(world[0]->pollNotice(&n));
-  REQUIRE(world[1]->pollNotice(&n));  // rank 1 sees rank 2's, not its own
+  CHECK(n.kind == PeerSignals::NoticeKind::kClosing);
+  CHECK_FALSE(world[0]->signals().pollNotice(&n));
+  REQUIRE(world[1]->signals().pollNotice(&n));  // rank 1 sees rank 2's, not its own
   CHECK(n.rank == 2);
-  CHECK_FALSE(world[1]->pollNotice(&n));
-  REQUIRE(world[2]->pollNotice(&n));
+  CHECK_FALSE(world[1]->signals().pollNotice(&n));
+  REQUIRE(world[2]->signals().pollNotice(&n));
   CHECK(n.rank == 1);
-  CHECK_FALSE(world[2]->pollNotice(&n));
+  CHECK_FALSE(world[2]->signals().pollNotice(&n));
 }
 
 TEST_CASE("loopback split fails when a rank left before joining it", "[loopback]") {

@@ -37,7 +37,7 @@ void buildSplit(Round* round) {
 }  // namespace
 
 LoopbackChannel::LoopbackChannel(std::shared_ptr<Group> group, int rank)
-    : group_(std::move(group)), rank_(rank) {}
+    : group_(std::move(group)), rank_(rank), signals_(group_, rank) {}
 
 LoopbackChannel::~LoopbackChannel() {
   group_->leave(rank_);
@@ -153,17 +153,13 @@ Status LoopbackChannel::create(const std::vector<int32_t>& ranks, std::unique_pt
   return split(index >= 0 ? 0 : -1, index, out);
 }
 
-void LoopbackChannel::sendNotice(NoticeKind kind, Code code, const std::string& text) {
+void LoopbackChannel::Signals::sendNotice(NoticeKind kind, Code code, const std::string& text) {
   Notice notice;
   notice.rank = rank_;
   notice.kind = kind;
   notice.code = code;
   notice.text = text;
   group_->post(rank_, notice);
-}
-
-bool LoopbackChannel::pollNotice(Notice* out) {
-  return group_->take(rank_, out);
 }
 
 }  // namespace hcoll::backends::loopback

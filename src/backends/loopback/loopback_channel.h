@@ -4,6 +4,9 @@
 // (one negotiation thread per channel, non-blocking collectives, blocking split/create).
 
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "backends/backend.h"
 #include "backends/loopback/loopback_group.h"
@@ -44,26 +47,37 @@ class LoopbackChannel final : public Channel {
   PendingPtr adasum(void* buf, size_t count, DataType dtype,
                     const std::vector<size_t>& tensorCounts) override;
 
-  bool tracksWaiting() const override { return true; }
-  void noteWaiting(uint64_t round) override { group_->noteWaiting(rank_, round); }
-  std::vector<int> peersWaiting(uint64_t round) override {
-    return group_->peersWaiting(rank_, round);
-  }
-
   // Blocking and collective over this channel's ranks, like MPI_Comm_split: returns once every
   // rank called it, or fails with SHUT_DOWN when a rank that had not called it left.
   Status split(int color, int key, std::unique_ptr<Channel>* out) override;
   Status create(const std::vector<int32_t>& ranks, std::unique_ptr<Channel>* out) override;
 
-  void sendNotice(NoticeKind kind, Code code, const std::string& text) override;
-  bool pollNotice(Notice* out) override;
+  PeerSignals& signals() override { return signals_; }
 
  private:
+  // Notices and stall notes through the group's mailboxes (loopback_group.h).
+  class Signals final : public PeerSignals {
+   public:
+    Signals(std::shared_ptr<Group> group, int rank) : group_(std::move(group)), rank_(rank) {}
+    void sendNotice(NoticeKind kind, Code code, const std::string& text) override;
+    bool pollNotice(Notice* out) override { return group_->take(rank_, out); }
+    bool tracksWaiting() const override { return true; }
+    void noteWaiting(uint64_t round) override { group_->noteWaiting(rank_, round); }
+    std::vector<int> peersWaiting(uint64_t round) override {
+      return group_->peersWaiting(rank_, round);
+    }
+
+   private:
+    std::shared_ptr<Group> group_;
+    int rank_;
+  };
+
   Seat seat(Plane plane) { return Seat{group_, plane, next_[static_cast<size_t>(plane)]++, rank_}; }
 
   std::shared_ptr<Group> group_;
   int rank_;
   uint64_t next_[3] = {0, 0, 0};  // the next sequence number per Plane
+  Signals signals_;
 };
 
 }  // namespace hcoll::backends::loopback

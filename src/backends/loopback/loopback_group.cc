@@ -136,7 +136,7 @@ void Group::leave(int rank) {
   changed_.notify_all();
 }
 
-void Group::post(int from, const Channel::Notice& notice) {
+void Group::post(int from, const PeerSignals::Notice& notice) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (int r = 0; r < size_; ++r) {
     if (r == from) continue;
@@ -144,7 +144,7 @@ void Group::post(int from, const Channel::Notice& notice) {
   }
 }
 
-bool Group::take(int rank, Channel::Notice* out) {
+bool Group::take(int rank, PeerSignals::Notice* out) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto& box = mailboxes_[static_cast<size_t>(rank)];
   if (box.empty()) return false;

@@ -124,8 +124,8 @@ class Group {
   void leave(int rank);
   bool hasLeft(int rank) const { return left_[static_cast<size_t>(rank)]; }  // under mutex
 
-  void post(int from, const Channel::Notice& notice);
-  bool take(int rank, Channel::Notice* out);
+  void post(int from, const PeerSignals::Notice& notice);
+  bool take(int rank, PeerSignals::Notice* out);
 
   void noteWaiting(int rank, uint64_t round);
   std::vector<int> peersWaiting(int rank, uint64_t round);
@@ -141,7 +141,7 @@ class Group {
   // more than the reduction.
   std::shared_ptr<ScratchPool> pool_ = std::make_shared<ScratchPool>(size_t{1} << 28);
   std::vector<bool> left_;
-  std::vector<std::deque<Channel::Notice>> mailboxes_;
+  std::vector<std::deque<PeerSignals::Notice>> mailboxes_;
   std::vector<uint64_t> notedRound_;
 };
 

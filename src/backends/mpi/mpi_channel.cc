@@ -1,14 +1,10 @@
 #include "backends/mpi/mpi_channel.h"
 
 #include <algorithm>
-#include <chrono>
 #include <climits>
-#include <cstring>
 #include <limits>
-#include <mutex>
 #include <numeric>
 #include <random>
-#include <thread>
 
 #include "backends/mpi/mpi_p2p.h"
 #include "backends/mpi/mpi_pending.h"
@@ -22,12 +18,7 @@ size_t sum(const std::vector<size_t>& v) { return std::accumulate(v.begin(), v.e
 
 constexpr int kGatherTag = 1;
 constexpr int kBroadcastTag = 2;
-constexpr int kNoticeTag = 3;
-// A notice: [channel id u64][kind u8][code i32][text]; the text is cut to fit.
-constexpr size_t kNoticeHeader = 8 + 1 + 4;
-constexpr size_t kMaxNoticeBytes = 1024;
-constexpr auto kNoticeSendBound = std::chrono::seconds(1);
-constexpr int kWaitingNoteTag = 7;  // stall notes (noteWaiting)
+// Tags 3 (notices) and 7 (stall notes) on the control communicator: mpi_peer_signals.cc.
 constexpr int kReadinessTag = 8;    // the readiness AND by recursive doubling
 
 // Receives one message of unknown size from `source` once it arrived (MPI_Improbe + MPI_Mrecv).
@@ -154,7 +145,7 @@ class BroadcastBytesPending final : public Pending {
 // k-th message between two ranks on this tag is always the k-th round's. Measured at 2 ranks on
 // shared memory: ~1.1-1.5 us per round against ~3.3 us for MPI_Iallreduce (MPICH's schedule),
 // which every operation pays once. Never destroyed while a request is active: a round given up
-// on is kept by the negotiator (its buffers with it).
+// on is kept by the runtime's bounded wait (its buffers with it).
 class AndExchangePending final : public Pending {
  public:
   AndExchangePending(MPI_Comm comm, int rank, int size, uint64_t* words, size_t count)
@@ -320,135 +311,13 @@ Status MpiChannel::make(CommHandle base, std::unique_ptr<Channel>* out) {
       data, ShmLanes::make(data, ch->rank_, ch->size_, ch->localSize_, ch->noticeId_));
   ch->small_ = ShmControl::make(data, ch->rank_, ch->size_, ch->localSize_, ch->noticeId_);
   ch->control_ = std::move(base);
-  ch->postNoticeReceive();
+  ch->signals_ = std::make_unique<MpiPeerSignals>(ch->control_.get(), ch->rank_, ch->size_,
+                                                  ch->noticeId_);
   *out = std::move(ch);
   return Status::ok();
 }
 
-MpiChannel::~MpiChannel() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (finalized) return;
-  if (noticeReceive_ != MPI_REQUEST_NULL) {
-    // A receive can always be cancelled; it must complete before its buffer goes.
-    MPI_Cancel(&noticeReceive_);
-    MPI_Wait(&noticeReceive_, MPI_STATUS_IGNORE);
-  }
-  // The one posted receive takes one notice; with more than one peer the others' closing notices
-  // (and the notes of a stall) wait in MPI's unexpected queue, where UCX warns about each at
-  // MPI_Finalize ("unexpected tag-receive descriptor ... was not matched"). Every peer sent its
-  // closing notice before entering the final round, which has completed: take what arrived.
-  discardArrived(kNoticeTag);
-  discardArrived(kWaitingNoteTag);
-  if (noteSends_.empty()) return;
-  // Point-to-point sends may be freed while active; their values must outlive them, so the
-  // deque is handed over to a never-freed owner (a few bytes per stall, if any), reachable so
-  // that LeakSanitizer does not report it.
-  for (MPI_Request& r : noteSends_) {
-    if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
-  }
-  static auto* keptMutex = new std::mutex();
-  static auto* kept = new std::vector<std::deque<uint64_t>>();
-  std::lock_guard<std::mutex> lock(*keptMutex);
-  kept->push_back(std::move(noteValues_));
-}
-
-void MpiChannel::discardArrived(int tag) {
-  std::vector<uint8_t> sink;
-  while (true) {
-    int flag = 0;
-    MPI_Message message;
-    MPI_Status status;
-    if (MPI_Improbe(MPI_ANY_SOURCE, tag, control_.get(), &flag, &message, &status) !=
-            MPI_SUCCESS ||
-        flag == 0) {
-      return;
-    }
-    int bytes = 0;
-    MPI_Get_count(&status, MPI_BYTE, &bytes);
-    sink.resize(bytes > 0 ? static_cast<size_t>(bytes) : 1);
-    if (MPI_Mrecv(sink.data(), bytes, MPI_BYTE, &message, MPI_STATUS_IGNORE) != MPI_SUCCESS) return;
-  }
-}
-
-void MpiChannel::postNoticeReceive() {
-  noticeBuffer_.assign(kMaxNoticeBytes, 0);
-  if (MPI_Irecv(noticeBuffer_.data(), static_cast<int>(noticeBuffer_.size()), MPI_BYTE,
-                MPI_ANY_SOURCE, kNoticeTag, control_.get(), &noticeReceive_) != MPI_SUCCESS) {
-    noticeReceive_ = MPI_REQUEST_NULL;  // notices from peers will not be seen; rounds still bound
-  }
-}
-
-void MpiChannel::sendNotice(NoticeKind kind, Code code, const std::string& text) {
-  if (size_ <= 1) return;
-  // Owned past this call when a send does not complete in time (the transport may still read
-  // it): then it is deliberately leaked, with its requests freed.
-  auto* message = new std::vector<uint8_t>(kNoticeHeader);
-  std::memcpy(message->data(), &noticeId_, 8);
-  (*message)[8] = static_cast<uint8_t>(kind);
-  const int32_t c = static_cast<int32_t>(code);
-  std::memcpy(message->data() + 9, &c, 4);
-  message->insert(message->end(), text.begin(),
-                  text.begin() + static_cast<std::ptrdiff_t>(
-                                     std::min(text.size(), kMaxNoticeBytes - kNoticeHeader)));
-  std::vector<MPI_Request> sends;
-  for (int r = 0; r < size_; ++r) {
-    if (r == rank_) continue;
-    MPI_Request req = MPI_REQUEST_NULL;
-    if (MPI_Isend(message->data(), static_cast<int>(message->size()), MPI_BYTE, r, kNoticeTag,
-                  control_.get(), &req) == MPI_SUCCESS) {
-      sends.push_back(req);
-    }
-  }
-  const auto deadline = std::chrono::steady_clock::now() + kNoticeSendBound;
-  int done = 0;
-  while (!sends.empty()) {
-    if (MPI_Testall(static_cast<int>(sends.size()), sends.data(), &done, MPI_STATUSES_IGNORE) !=
-            MPI_SUCCESS ||
-        done || std::chrono::steady_clock::now() > deadline) {
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-  if (done || sends.empty()) {
-    delete message;
-    return;
-  }
-  for (MPI_Request& req : sends) {
-    if (req != MPI_REQUEST_NULL) MPI_Request_free(&req);
-  }
-}
-
-bool MpiChannel::pollNotice(Notice* out) {
-  while (noticeReceive_ != MPI_REQUEST_NULL) {
-    int done = 0;
-    MPI_Status status;
-    if (MPI_Test(&noticeReceive_, &done, &status) != MPI_SUCCESS || !done) return false;
-    int bytes = 0;
-    MPI_Get_count(&status, MPI_BYTE, &bytes);
-    const size_t n = bytes > 0 ? static_cast<size_t>(bytes) : 0;
-    uint64_t id = 0;
-    bool ours = n >= kNoticeHeader;
-    if (ours) {
-      std::memcpy(&id, noticeBuffer_.data(), 8);
-      ours = id == noticeId_ && noticeBuffer_[8] >= static_cast<uint8_t>(NoticeKind::kClosing) &&
-             noticeBuffer_[8] <= static_cast<uint8_t>(NoticeKind::kGoneStuck);
-    }
-    if (ours) {
-      out->rank = status.MPI_SOURCE;
-      out->kind = static_cast<NoticeKind>(noticeBuffer_[8]);
-      int32_t c = 0;
-      std::memcpy(&c, noticeBuffer_.data() + 9, 4);
-      out->code = c < 0 && c >= static_cast<int32_t>(Code::kInternal) ? static_cast<Code>(c)
-                                                                      : Code::kShutDown;
-      out->text.assign(noticeBuffer_.begin() + kNoticeHeader,
-                       noticeBuffer_.begin() + static_cast<std::ptrdiff_t>(n));
-    }
-    postNoticeReceive();
-    if (ours) return true;  // else: a stale notice of a freed communicator; look again
-  }
-  return false;
-}
+MpiChannel::~MpiChannel() = default;
 
 size_t MpiChannel::maxVectorCount() const {
   return kLargeCounts ? SIZE_MAX : static_cast<size_t>(INT_MAX);
@@ -457,49 +326,6 @@ size_t MpiChannel::maxVectorCount() const {
 std::string MpiChannel::maxVectorCountReason() const {
   return "this build's MPI has no MPI-4 large-count calls (build hcoll against an MPI-4 "
          "library such as MPICH 4, which has no such limit)";
-}
-
-void MpiChannel::noteWaiting(uint64_t round) {
-  if (!noteSends_.empty()) {
-    int done = 0;
-    MPI_Testall(static_cast<int>(noteSends_.size()), noteSends_.data(), &done, MPI_STATUSES_IGNORE);
-    if (done) {
-      noteSends_.clear();
-      noteValues_.clear();
-    }
-  }
-  noteValues_.push_back(round);
-  for (int r = 0; r < size_; ++r) {
-    if (r == rank_) continue;
-    MPI_Request req;
-    if (MPI_Isend(&noteValues_.back(), 1, MPI_UINT64_T, r, kWaitingNoteTag, control_.get(), &req) ==
-        MPI_SUCCESS) {
-      noteSends_.push_back(req);
-    }
-  }
-}
-
-std::vector<int> MpiChannel::peersWaiting(uint64_t round) {
-  notedRound_.resize(static_cast<size_t>(size_), 0);
-  while (true) {
-    int flag = 0;
-    MPI_Message message;
-    MPI_Status status;
-    if (MPI_Improbe(MPI_ANY_SOURCE, kWaitingNoteTag, control_.get(), &flag, &message, &status) !=
-            MPI_SUCCESS ||
-        !flag) {
-      break;
-    }
-    uint64_t noted = 0;
-    if (MPI_Mrecv(&noted, 1, MPI_UINT64_T, &message, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
-    uint64_t& latest = notedRound_[static_cast<size_t>(status.MPI_SOURCE)];
-    latest = std::max(latest, noted);
-  }
-  std::vector<int> out;
-  for (int r = 0; r < size_; ++r) {
-    if (r != rank_ && notedRound_[static_cast<size_t>(r)] == round) out.push_back(r);
-  }
-  return out;
 }
 
 PendingPtr MpiChannel::allreduceBitsAnd(uint64_t* words, size_t count) {

@@ -5,10 +5,10 @@
 
 #include <mpi.h>
 
-#include <deque>
 #include <memory>
 
 #include "backends/mpi/mpi_p2p.h"
+#include "backends/mpi/mpi_peer_signals.h"
 #include "backends/mpi/mpi_shm_control.h"
 #include "backends/mpi/mpi_transport_impl.h"
 #include "backends/mpi/mpi_widen.h"
@@ -58,11 +58,8 @@ class MpiChannel final : public Channel {
   PendingPtr gatherBytes(std::vector<uint8_t> mine,
                          std::vector<std::vector<uint8_t>>* atRoot) override;
   PendingPtr broadcastBytes(std::vector<uint8_t>* buf) override;
-  bool tracksWaiting() const override { return true; }
   size_t maxVectorCount() const override;
   std::string maxVectorCountReason() const override;
-  void noteWaiting(uint64_t round) override;
-  std::vector<int> peersWaiting(uint64_t round) override;
   ~MpiChannel() override;
 
   PendingPtr allreduce(const void* send, void* recv, size_t count, DataType dtype,
@@ -83,8 +80,7 @@ class MpiChannel final : public Channel {
   Status split(int color, int key, std::unique_ptr<Channel>* out) override;
   Status create(const std::vector<int32_t>& ranks, std::unique_ptr<Channel>* out) override;
 
-  void sendNotice(NoticeKind kind, Code code, const std::string& text) override;
-  bool pollNotice(Notice* out) override;
+  PeerSignals& signals() override { return *signals_; }
 
  private:
   // Whether a `kind` operation of `bytes` bytes runs point to point here (mpi_algorithms.h).
@@ -98,9 +94,6 @@ class MpiChannel final : public Channel {
   }
 
   MpiChannel() = default;
-  void postNoticeReceive();
-  // Receives and drops the messages with `tag` that have arrived on the control communicator.
-  void discardArrived(int tag);
 
   CommHandle control_;
   CommHandle data_;
@@ -108,17 +101,11 @@ class MpiChannel final : public Channel {
   int size_ = 1;
   int localRank_ = 0;
   int localSize_ = 1;
-  // Notices travel on control_ with their own tag. A context id can be reused by a later
-  // communicator once this one is freed, so every notice carries this channel's id, agreed at
-  // creation, and a notice with another id is dropped.
+  // This channel's id, agreed at creation: it tells this channel's notices and shared-memory
+  // segments from those of a freed communicator whose context id was reused.
   uint64_t noticeId_ = 0;
-  std::vector<uint8_t> noticeBuffer_;
-  MPI_Request noticeReceive_ = MPI_REQUEST_NULL;
-  // Stall notes: sends in flight and their values (a deque keeps their addresses), and the
-  // latest round each peer noted.
-  std::vector<MPI_Request> noteSends_;
-  std::deque<uint64_t> noteValues_;
-  std::vector<uint64_t> notedRound_;
+  // Notices and stall notes on control_ (destroyed before it: declared after).
+  std::unique_ptr<MpiPeerSignals> signals_;
   // Scratch kept across calls (common/scratch_pool.h), one pool per use (a widened reduction holds a
   // buffer of each at once): float32 copies of float16/bfloat16 sums (mpi_widen.h), and where
   // the point-to-point reduce-scatter receives (mpi_p2p.h).
