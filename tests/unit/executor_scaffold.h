@@ -4,6 +4,7 @@
 // each operation finished. Fixtures derive from it.
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
@@ -26,6 +27,27 @@ struct ExecutorScaffold {
         [this](std::unique_ptr<hcoll::runtime::LocalOp> op, const hcoll::Status& s) {
           finishedOps.emplace_back(op->spec.name, s);
         });
+  }
+
+  // Executes one in-place float32 allreduce of `count` elements at `data`, named `name`, as a
+  // round's only response; returns whether it left `pending`.
+  bool executeAllreduce(hcoll::runtime::Executor& executor, const std::string& name, float* data,
+                        int64_t count) {
+    hcoll::runtime::PendingOps pending;
+    auto op = std::make_unique<hcoll::runtime::LocalOp>();
+    op->spec.name = name;
+    op->spec.members.push_back(
+        hcoll::runtime::MemberSpec{hcoll::DataType::kFloat32, {count}});
+    hcoll::TensorDesc t;
+    t.data = data;
+    op->inputs.push_back(t);
+    op->outputs.push_back(t);
+    op->request = std::make_shared<hcoll::runtime::Request>(nullptr);
+    auto response = std::make_shared<hcoll::runtime::Response>();
+    response->spec = op->spec;
+    pending.add(std::move(op));
+    executor.execute({response}, pending);
+    return pending.empty();
   }
 
   ChannelType channel;

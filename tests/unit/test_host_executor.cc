@@ -45,20 +45,7 @@ struct HostFixture : htest::ExecutorScaffold<ChannelType> {
 
   // One host allreduce of 1024 float32 named `name`, through `executor`.
   void run(hcoll::runtime::Executor& executor, const std::string& name) {
-    hcoll::runtime::PendingOps pending;
-    auto op = std::make_unique<hcoll::runtime::LocalOp>();
-    op->spec.name = name;
-    op->spec.members.push_back(hcoll::runtime::MemberSpec{DataType::kFloat32, {1024}});
-    hcoll::TensorDesc t;
-    t.data = data;
-    op->inputs.push_back(t);
-    op->outputs.push_back(t);
-    op->request = std::make_shared<hcoll::runtime::Request>(nullptr);
-    auto response = std::make_shared<hcoll::runtime::Response>();
-    response->spec = op->spec;
-    pending.add(std::move(op));
-    executor.execute({response}, pending);
-    CHECK(pending.empty());
+    CHECK(this->executeAllreduce(executor, name, data, 1024));
   }
 
   // Two operations through one executor: the first fails with `code` and stops the communicator
