@@ -84,9 +84,10 @@ void runScenarioD(Context& ctx) {
   addTarget("(d) latency / (MPI + wake RTT)", hc / (mpi + rtt), 2.0, true, "");
   // The small-message path's target (shared-memory control block): raw MPI's own latency.
   addTarget("(d) 8-byte named allreduce / MPI_Allreduce", hc / mpi, 1.5, true, "");
-  // Unnamed calls used to miss the cache every time (a coordinator round each: ~3x named); the
-  // limit leaves room for this machine's run-to-run noise (1.05-1.28 over three runs).
-  addTarget("(d) unnamed latency / named", unnamed / hc, 1.3, true, "same run");
+  // Unnamed calls used to miss the cache every time (a coordinator round each: ~3x named).
+  // Issue 28's limit: since the fold made the named call ~0.2 us faster, an unnamed call's own
+  // bookkeeping (its name, its cache key, a renamed copy of the cached response) shows at ~1.17.
+  addTarget("(d) unnamed latency / named", unnamed / hc, 1.1, true, "same run");
 }
 
 void runScenarioE(Context& ctx) {

@@ -1,6 +1,7 @@
 #include "runtime/communicator.h"
 
 #include <algorithm>
+#include <charconv>
 #include <limits>
 #include <optional>
 
@@ -105,7 +106,9 @@ Status Communicator::submit(std::unique_ptr<LocalOp> op) {
     const bool autoNamed = op->spec.name.empty();
     auto& counter = autoNameCounters_[static_cast<size_t>(op->spec.kind)];
     if (autoNamed) {
-      op->spec.name = std::string(opKindName(op->spec.kind)) + "." + std::to_string(counter);
+      char digits[24];
+      const auto end = std::to_chars(digits, digits + sizeof digits, counter).ptr;
+      op->spec.name.assign(opKindName(op->spec.kind)).append(1, '.').append(digits, end);
     }
     if (!inFlight_.insert(op->spec.name).second) {
       return Status(Code::kDuplicateName,

@@ -144,7 +144,8 @@ class Communicator {
                        FlightState to, std::chrono::steady_clock::time_point at);
   // Moves this rank's automatic-name counters past "<op>.<n>" operations that completed or
   // failed without it (while it had joined), so its next unnamed call matches the other ranks'.
-  void alignAutoNames(const std::vector<ResponsePtr>& responses);
+  // Only responses from `first` on: the replayed ones before it are this rank's own calls.
+  void alignAutoNames(const std::vector<ResponsePtr>& responses, size_t first);
   void recordRound(std::chrono::steady_clock::time_point start, const RoundResult& round,
                    const PendingOps& pending);
 

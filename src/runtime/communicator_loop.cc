@@ -323,7 +323,7 @@ Communicator::RoundOutcome Communicator::runRoundUnguarded(
     state.broken = !closing;
     return RoundOutcome::kStop;
   }
-  alignAutoNames(round.responses);
+  alignAutoNames(round.responses, round.fromCache);
   if (round.slowPath) stats_.slowPath.fetch_add(1, std::memory_order_relaxed);
   stats_.cacheHits.fetch_add(round.fromCache, std::memory_order_relaxed);
   if (timed) recordRound(roundStart, round, pending);
@@ -435,9 +435,15 @@ void Communicator::advanceRecorder(const std::vector<ResponsePtr>& responses,
   }
 }
 
-void Communicator::alignAutoNames(const std::vector<ResponsePtr>& responses) {
+void Communicator::alignAutoNames(const std::vector<ResponsePtr>& responses, size_t first) {
+  // A replayed response is one of this rank's pending calls under its own name (the negotiator
+  // renames an automatic slot's response to the call that marked it): already counted here.
+  const auto begin = responses.begin() + static_cast<std::ptrdiff_t>(first);
+  if (std::none_of(begin, responses.end(), [](const ResponsePtr& r) { return r->spec.autoNamed; }))
+    return;
   std::lock_guard<std::mutex> lock(mutex_);
-  for (const ResponsePtr& r : responses) {
+  for (auto it = begin; it != responses.end(); ++it) {
+    const ResponsePtr& r = *it;
     // In flight here (pending or just submitted): this rank named it itself, so its counter is
     // already past it.
     if (!r->spec.autoNamed || inFlight_.count(r->spec.name)) continue;

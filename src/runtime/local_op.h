@@ -28,10 +28,9 @@ struct LocalOp {
   std::shared_ptr<Request> request;
   std::chrono::steady_clock::time_point submittedAt;
   bool announced = false;  // sent to the coordinator in full
-  // Automatically named: its response-cache key (ResponseCache::keyOf, computed once), and
-  // whether a round refused to replay it from the cache because the ranks' automatically named
-  // calls differed; it then goes to the coordinator, which pairs calls by name.
-  std::string cacheKey;
+  // Automatically named: whether a round refused to replay it from the cache because the ranks'
+  // automatically named calls differed; it then goes to the coordinator, which pairs calls by
+  // name.
   bool autoReplayRefused = false;
   // A waiting caller may run this operation's rounds on its own thread (Communicator::drive):
   // host memory (no device context on the caller's thread), not join or communicator creation.

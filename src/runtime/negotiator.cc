@@ -86,9 +86,12 @@ void Negotiator::beginRound(PendingOps& pending, bool closing) {
     if (op->spec.kind == OpKind::kJoin) flags |= kAnyJoined;
     int slot = -1;
     if (slots != 0 && !op->autoReplayRefused) {
-      const bool autoNamed = op->spec.autoNamed;
-      if (autoNamed && op->cacheKey.empty()) op->cacheKey = ResponseCache::keyOf(op->spec);
-      slot = cache_.lookup(op->spec, autoNamed ? op->cacheKey : op->spec.name, rank, size);
+      if (op->spec.autoNamed) {
+        ResponseCache::keyOf(op->spec, &keyScratch_);
+        slot = cache_.lookup(op->spec, keyScratch_, rank, size);
+      } else {
+        slot = cache_.lookup(op->spec, op->spec.name, rank, size);
+      }
     }
     if (slot >= 0) {
       uint64_t& word = words_[kFirstSlotWord + slot / 64];
@@ -273,14 +276,27 @@ Status Negotiator::replayCached(size_t slots, RoundResult* out) {
                              " set without this rank's call");
       }
       if (!autoAgreed_[i]) continue;
-      auto renamed = std::make_shared<Response>(*cached);
-      renamed->spec.name = autoMarks_[autoSet_[i]].second;
-      out->responses.push_back(std::move(renamed));
+      out->responses.push_back(renamedReplay(slot, cached, autoMarks_[autoSet_[i]].second));
     }
     replayedSlots_.push_back(static_cast<int>(slot));
   }
   out->fromCache = out->responses.size();
   return Status::ok();
+}
+
+ResponsePtr Negotiator::renamedReplay(size_t slot, const ResponsePtr& cached,
+                                      const std::string& name) {
+  if (renamed_.size() <= slot) renamed_.resize(slot + 1);
+  RenamedCopy& copy = renamed_[slot];
+  // A new copy when the slot's response changed (`of` holds the old one, so its address cannot
+  // come back as a new response's) or an earlier replay's copy is still held (by an operation
+  // not yet executed): a copy no one else holds is only this thread's to rename.
+  if (copy.of != cached || copy.renamed == nullptr || copy.renamed.use_count() != 1) {
+    copy.of = cached;
+    copy.renamed = std::make_shared<Response>(*cached);
+  }
+  copy.renamed->spec.name = name;
+  return copy.renamed;
 }
 
 Status Negotiator::exchangeWithCoordinator(PendingOps& pending, size_t replayed,

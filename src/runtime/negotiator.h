@@ -90,6 +90,8 @@ class Negotiator {
   // Appends to out->responses what every rank marked in the ANDed words, sets out->fromCache;
   // fails only if the automatic-name check's exchange (when one is needed) fails.
   Status replayCached(size_t slots, RoundResult* out);
+  // The cached response of automatic slot `slot` under this call's `name` (renamed_).
+  ResponsePtr renamedReplay(size_t slot, const ResponsePtr& cached, const std::string& name);
   // "ranks [2] (not in this negotiation round; ranks [1] are)" when the channel can tell, else
   // "the other N rank(s) of the communicator".
   std::string describeMissing(bool entry);
@@ -114,6 +116,15 @@ class Negotiator {
   std::vector<size_t> autoSet_;
   std::vector<char> autoAgreed_;
   std::vector<uint64_t> autoChecks_;
+  std::string keyScratch_;  // an unnamed call's cache key (its capacity kept between rounds)
+  // Per automatic slot: the cached response last replayed from it (`of`) and its copy under the
+  // replaying call's name, renamed in place by the next replay once no one else holds it (a
+  // replay then costs a name assignment, not a copy of the response).
+  struct RenamedCopy {
+    ResponsePtr of;
+    std::shared_ptr<Response> renamed;
+  };
+  std::vector<RenamedCopy> renamed_;
   const FlightRecorder* recorder_;
   PendingOps* roundPending_ = nullptr;  // during round()
   bool roundClosing_ = false;

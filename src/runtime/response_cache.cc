@@ -17,23 +17,31 @@ void append(std::string* key, const T& value) {
 }  // namespace
 
 std::string ResponseCache::keyOf(const OpSpec& spec) {
-  if (!spec.autoNamed) return spec.name;
+  std::string key;
+  keyOf(spec, &key);
+  return key;
+}
+
+void ResponseCache::keyOf(const OpSpec& spec, std::string* key) {
+  if (!spec.autoNamed) {
+    *key = spec.name;
+    return;
+  }
   // Only what matchesLocal compares across ranks: a response's spec is the lowest announcing
   // rank's, and every rank must file it under the same key for the slots to agree.
-  std::string key(1, '\0');
-  append(&key, static_cast<uint8_t>(spec.kind));
-  append(&key, static_cast<uint8_t>(spec.op));
-  append(&key, spec.prescale);
-  append(&key, spec.postscale);
-  append(&key, spec.root);
-  append(&key, static_cast<uint8_t>(spec.device == kHostDevice));
+  key->assign(1, '\0');
+  append(key, static_cast<uint8_t>(spec.kind));
+  append(key, static_cast<uint8_t>(spec.op));
+  append(key, spec.prescale);
+  append(key, spec.postscale);
+  append(key, spec.root);
+  append(key, static_cast<uint8_t>(spec.device == kHostDevice));
   const bool dim0Varies = traitsOf(spec.kind).dim0Varies;
   for (const MemberSpec& m : spec.members) {
-    append(&key, static_cast<uint8_t>(m.dtype));
-    append(&key, static_cast<uint32_t>(m.shape.size()));
-    for (size_t d = dim0Varies ? 1 : 0; d < m.shape.size(); ++d) append(&key, m.shape[d]);
+    append(key, static_cast<uint8_t>(m.dtype));
+    append(key, static_cast<uint32_t>(m.shape.size()));
+    for (size_t d = dim0Varies ? 1 : 0; d < m.shape.size(); ++d) append(key, m.shape[d]);
   }
-  return key;
 }
 
 int ResponseCache::lookup(const OpSpec& local, const std::string& key, int rank,

@@ -34,6 +34,8 @@ class ResponseCache {
   // same kind and shape replays it. Such a key starts with a NUL byte, which no name (a C
   // string) contains.
   static std::string keyOf(const OpSpec& spec);
+  // The same into *key, whose capacity is reused (a round looks up every unnamed call's key).
+  static void keyOf(const OpSpec& spec, std::string* key);
 
   // The slot whose response this rank's `local` op would replay, or -1. `key`: keyOf(local).
   int lookup(const OpSpec& local, const std::string& key, int rank, int size) const;

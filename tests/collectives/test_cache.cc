@@ -258,6 +258,29 @@ HTEST_CASE("cache: ranks whose unnamed calls differ fail with MISMATCH, never sw
   }
 }
 
+// With one slot every new shape evicts the last, so the slot's response changes under the copy
+// the negotiator renames for each unnamed replay (Negotiator::renamedReplay): a replay must run
+// with the response the slot holds now. Small shapes ride in the readiness exchange (the fold),
+// the larger ones (over 256 bytes) do not.
+HTEST_CASE("cache: at capacity 1 an unnamed replay follows the response its slot holds now",
+           "[.][capacity_one]") {
+  const int r = worldRank(), n = worldSize();
+  const auto before = commStats(world());
+  uint64_t replays = 0;
+  for (int pass = 0; pass < 3; ++pass) {
+    for (int64_t elems : {5, 7, 100, 130}) {
+      for (int call = 0; call < 2; ++call) {  // the second call replays the first's response
+        HINFO("pass " << pass << ", " << elems << " elements, call " << call);
+        Tensor t(HCOLL_FLOAT32, {elems});
+        HCOLL_REQUIRE_OK(waitAndFree(unnamedAllreduce(t, static_cast<float>(r + 10 * call))));
+        for (int64_t i = 0; i < elems; ++i) HREQUIRE(t.get(i) == n * (n - 1) / 2 + 10 * n * call);
+        replays += call;
+      }
+    }
+  }
+  HCHECK(commStats(world()).cache_hits - before.cache_hits == replays);
+}
+
 HTEST_CASE("cache: HCOLL_CACHE_CAPACITY=0 turns the cache off and everything still works",
           "[.][no_cache]") {
   HREQUIRE(cacheDisabled());
