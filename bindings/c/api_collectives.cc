@@ -24,7 +24,7 @@ using runtime::Runtime;
 class Submission {
  public:
   Submission(const char* function, OpKind kind) : function_(function) {
-    op_ = std::make_unique<LocalOp>();
+    op_ = runtime::makeLocalOp();
     op_->spec.kind = kind;
   }
 

@@ -116,11 +116,8 @@ HCOLL_API const char* hcoll_request_error(hcoll_request_t req) {
 HCOLL_API hcoll_status_t hcoll_request_free(hcoll_request_t req) {
   return guarded("hcoll_request_free", [&] {
     std::shared_ptr<hcoll::runtime::Request> r;
-    if (hcoll_status_t s = resolveRequest("hcoll_request_free", req, &r); s != HCOLL_SUCCESS)
+    if (hcoll_status_t s = takeRequest("hcoll_request_free", req, &r); s != HCOLL_SUCCESS)
       return s;
-    if (!requestTable().remove(req)) {
-      return fail(HCOLL_ERR_INVALID_HANDLE, "hcoll_request_free: request was freed concurrently");
-    }
     r->release();
     return HCOLL_SUCCESS;
   });

@@ -34,18 +34,32 @@ hcoll_status_t resolveComm(const char* function, hcoll_comm_t handle,
   return HCOLL_SUCCESS;
 }
 
-hcoll_status_t resolveRequest(const char* function, hcoll_request_t handle,
-                              std::shared_ptr<runtime::Request>* out) {
+namespace {
+
+hcoll_status_t findRequest(const char* function, hcoll_request_t handle, bool take,
+                           std::shared_ptr<runtime::Request>* out) {
   if (handle == HCOLL_REQUEST_NULL) {
     return fail(HCOLL_ERR_INVALID_HANDLE, std::string(function) + ": request is NULL");
   }
-  *out = requestTable().lookup(handle);
+  *out = take ? requestTable().remove(handle) : requestTable().lookup(handle);
   if (!*out) {
     return fail(HCOLL_ERR_INVALID_HANDLE,
                 std::string(function) + ": request is not a live request handle (freed, from "
                                         "before a shutdown, or garbage)");
   }
   return HCOLL_SUCCESS;
+}
+
+}  // namespace
+
+hcoll_status_t resolveRequest(const char* function, hcoll_request_t handle,
+                              std::shared_ptr<runtime::Request>* out) {
+  return findRequest(function, handle, /*take=*/false, out);
+}
+
+hcoll_status_t takeRequest(const char* function, hcoll_request_t handle,
+                           std::shared_ptr<runtime::Request>* out) {
+  return findRequest(function, handle, /*take=*/true, out);
 }
 
 hcoll_comm_t toHandle(uintptr_t h) { return reinterpret_cast<hcoll_comm_t>(h); }

@@ -22,6 +22,10 @@ hcoll_status_t resolveComm(const char* function, hcoll_comm_t handle,
                            std::shared_ptr<runtime::Communicator>* out);
 hcoll_status_t resolveRequest(const char* function, hcoll_request_t handle,
                               std::shared_ptr<runtime::Request>* out);
+// resolveRequest, and the handle is invalidated in the same look at the table (one lock: a small
+// operation's call pays for each). Of two threads freeing one handle, one gets INVALID_HANDLE.
+hcoll_status_t takeRequest(const char* function, hcoll_request_t handle,
+                           std::shared_ptr<runtime::Request>* out);
 
 hcoll_comm_t toHandle(uintptr_t h);
 

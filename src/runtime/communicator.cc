@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "backends/device.h"
+#include "common/coarse_clock.h"
 #include "common/op_traits.h"
 
 namespace hcoll::runtime {
@@ -110,7 +111,7 @@ Status Communicator::submit(std::unique_ptr<LocalOp> op) {
       const auto end = std::to_chars(digits, digits + sizeof digits, counter).ptr;
       op->spec.name.assign(opKindName(op->spec.kind)).append(1, '.').append(digits, end);
     }
-    if (!inFlight_.insert(op->spec.name).second) {
+    if (!markInFlight(op->spec.name)) {
       return Status(Code::kDuplicateName,
                     "an operation named '" + op->spec.name + "' is already in flight");
     }
@@ -137,15 +138,26 @@ Status Communicator::submit(std::unique_ptr<LocalOp> op) {
   return Status::ok();
 }
 
+bool Communicator::markInFlight(const std::string& name) {
+  if (spareInFlight_.empty()) return inFlight_.insert(name).second;
+  InFlightNames::node_type node = std::move(spareInFlight_.back());
+  spareInFlight_.pop_back();
+  node.value() = name;
+  auto inserted = inFlight_.insert(std::move(node));
+  if (!inserted.inserted) spareInFlight_.push_back(std::move(inserted.node));
+  return inserted.inserted;
+}
+
 void Communicator::finish(std::unique_ptr<LocalOp> op, const Status& status) {
   if (!op) return;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    inFlight_.erase(op->spec.name);
+    InFlightNames::node_type node = inFlight_.extract(op->spec.name);
+    if (node && spareInFlight_.size() < kSpareInFlight) spareInFlight_.push_back(std::move(node));
   }
-  recorder_->advance(op->flightSeq, FlightState::kDone, std::chrono::steady_clock::now(),
-                     status.code());
+  recorder_->advance(op->flightSeq, FlightState::kDone, coarseNow(), status.code());
   op->request->complete(status);
+  recycleLocalOp(std::move(op));
 }
 
 void Communicator::beginClose() {

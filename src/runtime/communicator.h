@@ -163,7 +163,13 @@ class Communicator {
   std::vector<std::unique_ptr<LocalOp>> incoming_;
   std::atomic<bool> hasIncoming_{false};  // incoming_ is non-empty (read without the mutex)
   static constexpr std::chrono::microseconds kIdlePoll{50};  // poll for more work before sleeping
-  std::unordered_set<std::string> inFlight_;
+  // The names of operations submitted and not finished; the nodes of finished ones are reused
+  // (up to kSpareInFlight): a loop of small operations allocates none per call.
+  using InFlightNames = std::unordered_set<std::string>;
+  InFlightNames inFlight_;
+  static constexpr size_t kSpareInFlight = 64;
+  std::vector<InFlightNames::node_type> spareInFlight_;
+  bool markInFlight(const std::string& name);  // under mutex_: false if already in flight
   std::array<uint64_t, kNumOpKinds> autoNameCounters_{};
   // Above this many bytes of host memory in one round a caller leaves the work to the thread
   // (CUDA operations do not count: no host temporaries): the fixed cost caller progress saves is

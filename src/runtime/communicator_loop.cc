@@ -12,6 +12,7 @@
 #include <sys/prctl.h>
 #endif
 
+#include "common/coarse_clock.h"
 #include "common/op_traits.h"
 #include "runtime/communicator.h"
 #include "runtime/executor.h"
@@ -69,6 +70,7 @@ struct Communicator::Engine {
   Negotiator negotiator;
   Executor executor;
   LoopState state;
+  std::vector<ResponsePtr> spareResponses;  // a round's response list, kept for its capacity
 };
 
 struct Communicator::Wake {
@@ -303,6 +305,18 @@ Communicator::RoundOutcome Communicator::runRoundUnguarded(
   PendingOps& pending = engine.pending;
   LoopState& state = engine.state;
   RoundResult round;
+  // The response list keeps its capacity from round to round (no allocation per round), but not
+  // its responses: they are released when the round ends, so that the next round's replay finds
+  // an automatic slot's renamed copy held by no one and renames it in place (negotiator.h).
+  struct KeepCapacity {
+    std::vector<ResponsePtr>& list;
+    std::vector<ResponsePtr>& spare;
+    ~KeepCapacity() {
+      list.clear();
+      spare.swap(list);
+    }
+  } keepCapacity{round.responses, engine.spareResponses};
+  round.responses.swap(engine.spareResponses);
   // The clock is read only where something uses it (a read costs ~25 ns on this VM, a good
   // part of a small operation's overhead): the timeline's round span, the flight recorder.
   const bool timed = timeline_ && timeline_->active();
@@ -328,8 +342,7 @@ Communicator::RoundOutcome Communicator::runRoundUnguarded(
   stats_.cacheHits.fetch_add(round.fromCache, std::memory_order_relaxed);
   if (timed) recordRound(roundStart, round, pending);
   // Negotiated and now running: one step for the recorder (it dates both alike).
-  advanceRecorder(round.responses, pending, FlightState::kRunning,
-                  std::chrono::steady_clock::now());
+  advanceRecorder(round.responses, pending, FlightState::kRunning, coarseNow());
   execute(executor, round.responses, pending);
   if (!executor.failure().isOk()) {
     if (!liveness_.peerGone()) {

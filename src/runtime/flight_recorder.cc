@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -80,6 +81,9 @@ void FlightRecorder::advance(uint64_t seq, FlightState state, Clock::time_point 
   std::lock_guard<std::mutex> lock(mutex_);
   Entry& e = ring_[seq % kCapacity];
   if (e.seq != seq) return;
+  // Later states are dated by the coarse clock (common/coarse_clock.h), up to a tick behind the
+  // precise submission time: never before the state they follow.
+  at = std::max(at, e.at[static_cast<size_t>(e.state)]);
   // States passed over at once (negotiated and running, in one round) get the same time.
   for (size_t s = static_cast<size_t>(e.state) + 1; s < static_cast<size_t>(state); ++s) {
     e.at[s] = at;

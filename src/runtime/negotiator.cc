@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/coarse_clock.h"
 #include "runtime/wire.h"
 
 namespace hcoll::runtime {
@@ -67,7 +68,8 @@ Negotiator::Negotiator(backends::Channel& channel, const Config& config, Livenes
 }
 
 void Negotiator::beginRound(PendingOps& pending, bool closing) {
-  const auto now = Clock::now();
+  // Compared only with bounds of a second (the stall bound, kAnnounceCachedAfter, kInspectEvery).
+  const auto now = coarseNow();
   const int rank = channel_.rank();
   const int size = channel_.size();
   const size_t slots = cache_.enabled() ? cache_.slotCount() : 0;

@@ -142,6 +142,9 @@ void Request::complete(const Status& status) {
 }
 
 void Request::release() {
+  // Completed (the usual case at hcoll_request_free): a code never returns to in progress, so
+  // there is nothing to mark and no lock to take.
+  if (code_.load(std::memory_order_acquire) != Code::kInProgress) return;
   std::lock_guard<std::mutex> lock(mutex_);
   if (code_ == Code::kInProgress) releasedInFlight_ = true;
 }

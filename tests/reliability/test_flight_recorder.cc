@@ -53,6 +53,27 @@ TEST_CASE("flight recorder records every state of an operation") {
       std::string::npos);
 }
 
+TEST_CASE("flight recorder never dates a state before the one it follows") {
+  // Later states come from the coarse clock, up to a tick behind the precise submission time.
+  FlightRecorder rec(0, 2);
+  const auto submittedAt = std::chrono::steady_clock::now() - std::chrono::seconds(5);
+  const uint64_t a = rec.submitted(op("early", 1), submittedAt);
+  rec.advance(a, FlightState::kRunning, submittedAt - std::chrono::seconds(2));
+  rec.advance(a, FlightState::kDone, submittedAt - std::chrono::seconds(1), Code::kSuccess);
+  const std::string text = joined(rec.describe());
+  INFO(text);
+  // "t=<submitted>/<negotiated>/<running>/<done>" in seconds ago: all four the submission's.
+  const size_t at = text.find("'early'");
+  REQUIRE(at != std::string::npos);
+  const size_t t = text.find("t=", at);
+  REQUIRE(t != std::string::npos);
+  double ago[4] = {};
+  REQUIRE(std::sscanf(text.c_str() + t, "t=%lf/%lf/%lf/%lf", &ago[0], &ago[1], &ago[2],
+                      &ago[3]) == 4);
+  REQUIRE(ago[0] >= 5.0);
+  for (double x : ago) REQUIRE(x == ago[0]);
+}
+
 TEST_CASE("flight recorder is bounded and ignores overwritten entries") {
   FlightRecorder rec(0, 2);
   uint64_t first = rec.submitted(op("first", 1), std::chrono::steady_clock::now());

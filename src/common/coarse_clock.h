@@ -1,0 +1,27 @@
+#pragma once
+// The time for bookkeeping that only ever compares against bounds of a second or more: the flight
+// recorder's state times, a negotiation round's start (its stall bound), the once-a-second checks
+// of a round. A precise read (steady_clock, CLOCK_MONOTONIC) costs ~21 ns on this VM and a small
+// operation took four of them (~10 % of an 8-byte allreduce); CLOCK_MONOTONIC_COARSE costs ~3 ns.
+// It is the same clock at the kernel tick's resolution (1-4 ms behind at most), so its values mix
+// with steady_clock's: waits and windows below a few milliseconds must keep steady_clock.
+
+#include <chrono>
+#include <ctime>
+
+namespace hcoll {
+
+inline std::chrono::steady_clock::time_point coarseNow() {
+#if defined(__linux__) && defined(CLOCK_MONOTONIC_COARSE) && defined(__GLIBCXX__)
+  // libstdc++'s steady_clock is CLOCK_MONOTONIC: the coarse variant counts from the same origin.
+  timespec ts;
+  if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) == 0) {
+    return std::chrono::steady_clock::time_point(
+        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+            std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec)));
+  }
+#endif
+  return std::chrono::steady_clock::now();
+}
+
+}  // namespace hcoll

@@ -1,0 +1,124 @@
+// PendingOps and LocalOp recycling (runtime/local_op.h): the nodes and vectors a finished
+// operation leaves are reused without changing what the next operation sees.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "runtime/local_op.h"
+
+using namespace hcoll;
+using namespace hcoll::runtime;
+
+namespace {
+
+std::unique_ptr<LocalOp> named(const std::string& name) {
+  auto op = std::make_unique<LocalOp>();
+  op->spec.name = name;
+  return op;
+}
+
+std::vector<std::string> order(PendingOps& pending) {
+  std::vector<std::string> names;
+  for (const auto& op : pending.all()) names.push_back(op->spec.name);
+  return names;
+}
+
+}  // namespace
+
+TEST_CASE("pending operations reuse taken nodes and keep order and lookup", "[local_op]") {
+  PendingOps pending;
+  // Far more operations than the nodes kept, taken in an order unlike the one they came in, so
+  // that reused list and map nodes end up everywhere.
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::string> want;
+    for (int i = 0; i < 100; ++i) {
+      const std::string name = "op." + std::to_string(round) + "." + std::to_string(i);
+      pending.add(named(name));
+      want.push_back(name);
+    }
+    REQUIRE(order(pending) == want);
+    REQUIRE(pending.size() == want.size());
+    for (const std::string& name : want) {
+      const LocalOp* op = pending.find(name);
+      REQUIRE(op != nullptr);
+      REQUIRE(op->spec.name == name);
+    }
+    REQUIRE(pending.find("op.absent") == nullptr);
+    REQUIRE(pending.take("op.absent") == nullptr);
+    // Odd ones first, then the rest from the back.
+    for (size_t i = 1; i < want.size(); i += 2) {
+      auto op = pending.take(want[i]);
+      REQUIRE(op != nullptr);
+      REQUIRE(op->spec.name == want[i]);
+      REQUIRE(pending.find(want[i]) == nullptr);
+    }
+    std::vector<std::string> evens;
+    for (size_t i = 0; i < want.size(); i += 2) evens.push_back(want[i]);
+    REQUIRE(order(pending) == evens);
+    for (auto it = evens.rbegin(); it != evens.rend(); ++it) {
+      auto op = pending.take(*it);
+      REQUIRE(op != nullptr);
+      REQUIRE(op->spec.name == *it);
+    }
+    REQUIRE(pending.empty());
+    REQUIRE(pending.all().empty());
+  }
+  // A name taken earlier comes back through a reused map node: found, and only once.
+  pending.add(named("again"));
+  pending.add(named("op.0.5"));
+  REQUIRE(order(pending) == std::vector<std::string>{"again", "op.0.5"});
+  REQUIRE(pending.take("op.0.5")->spec.name == "op.0.5");
+  REQUIRE(pending.find("op.0.5") == nullptr);
+  REQUIRE(pending.find("again") != nullptr);
+}
+
+TEST_CASE("a recycled operation comes back as a new one with its storage kept", "[local_op]") {
+  auto op = makeLocalOp();
+  op->spec.name = "a name longer than the small-string buffer";
+  op->spec.kind = OpKind::kBroadcast;
+  op->spec.root = 3;
+  op->spec.autoNamed = true;
+  op->spec.members.push_back(MemberSpec{DataType::kFloat64, {4, 2}});
+  op->spec.splits = {1, 2};
+  op->spec.outputRows = {4};
+  TensorDesc t;
+  t.shape = {4, 2};
+  op->inputs.push_back(t);
+  op->outputs.push_back(t);
+  op->request = std::make_shared<Request>(nullptr);
+  op->announced = true;
+  op->callerDrivable = true;
+  op->payloadBytes = 64;
+  op->flightSeq = 9;
+  int folded = 0;
+  op->foldedResult = &folded;
+  const LocalOp* const address = op.get();
+  const size_t nameCapacity = op->spec.name.capacity();
+
+  recycleLocalOp(std::move(op));
+  auto again = makeLocalOp();
+  // This thread kept it: the same object, emptied, its vectors' storage still there.
+  REQUIRE(again.get() == address);
+  REQUIRE(again->spec == OpSpec{});
+  REQUIRE(again->spec.name.empty());
+  REQUIRE(again->spec.name.capacity() == nameCapacity);
+  REQUIRE(again->spec.members.empty());
+  REQUIRE(again->spec.members.capacity() >= 1);
+  REQUIRE(again->inputs.empty());
+  REQUIRE(again->inputs.capacity() >= 1);
+  REQUIRE(again->outputs.empty());
+  REQUIRE(again->outputs.capacity() >= 1);
+  REQUIRE(again->markers.empty());
+  REQUIRE(again->request == nullptr);
+  REQUIRE_FALSE(again->announced);
+  REQUIRE_FALSE(again->autoReplayRefused);
+  REQUIRE_FALSE(again->callerDrivable);
+  REQUIRE(again->payloadBytes == 0);
+  REQUIRE(again->flightSeq == 0);
+  REQUIRE(again->foldedResult == nullptr);
+  // With none kept, a new one.
+  auto fresh = makeLocalOp();
+  REQUIRE(fresh.get() != again.get());
+  REQUIRE(fresh->spec == OpSpec{});
+}
