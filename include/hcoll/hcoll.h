@@ -165,7 +165,7 @@ typedef struct hcoll_comm_stats {
   uint64_t queue_depth;             /* operations submitted and not yet completed, now */
   uint64_t caller_rounds;           /* of `cycles`, rounds a waiting caller's thread ran
                                        (caller progress, HCOLL_CALLER_PROGRESS) */
-  uint64_t folded;                  /* allreduces whose data moved with their round's readiness
+  uint64_t folded;                  /* collectives whose data moved with their round's readiness
                                        exchange (the small-message fold: no data-plane call) */
 } hcoll_comm_stats_t;
 

@@ -131,22 +131,38 @@ class Channel : public Collectives {
   // Control plane, separate from the data plane so that negotiation never interleaves with data.
   // Bitwise AND of `words` across ranks, in place (same count on every rank).
   virtual PendingPtr allreduceBitsAnd(uint64_t* words, size_t count) = 0;
-  // The small-message fold: one rank's lone small allreduce carried by the readiness AND's own
+  // The small-message fold: one rank's lone small collective carried by the readiness AND's own
   // exchange (allreduceBitsAnd's), so that a cached operation needs one exchange, not two.
   // Ranks that fold and ranks that do not take part in the same exchange (a rank not folding
-  // calls allreduceBitsAnd). When the step completes, *agreed says whether every rank folded
-  // the same `tag` (non-zero) with the same count, dtype and op; then `recv` holds the reduction
-  // (in rank order: the same bits on every rank), else `recv` is untouched. Every rank reaches
-  // the same verdict from the same exchanged bytes; whether the result is used is the runtime's
-  // decision (negotiator.cc), also from exchanged bits only.
-  struct FoldedAllreduce {
+  // calls allreduceBitsAnd). Every rank contributes its `count` elements at `send`. When the
+  // step completes, *agreed says whether every rank folded the same `tag` (non-zero) with the
+  // same count, dtype, combine, op and root (kindWord()); then `recv` holds what `combine` makes
+  // of the contributions (in rank order: the same bits on every rank), else `recv` is untouched.
+  // Every rank reaches the same verdict from the same exchanged bytes; whether the result is
+  // used is the runtime's decision (negotiator.cc), also from exchanged bits only.
+  struct FoldedCollective {
+    enum class Combine : uint8_t {
+      kReduce = 0,     // the element-wise reduction by `op` (allreduce; a reducescatter's part)
+      kGather = 1,     // every rank's elements, rank after rank: recv holds size x count
+      kBroadcast = 2,  // rank `root`'s elements
+    };
     uint64_t tag = 0;
     const void* send = nullptr;
     void* recv = nullptr;
     size_t count = 0;
     DataType dtype = DataType::kFloat32;
-    ReduceOp op = ReduceOp::kSum;
+    Combine combine = Combine::kReduce;
+    ReduceOp op = ReduceOp::kSum;  // kReduce only
+    int root = 0;                  // kBroadcast only
     bool* agreed = nullptr;  // required
+    // What the ranks compare besides tag and count: equal only for the same collective.
+    uint64_t kindWord() const {
+      const bool reduce = combine == Combine::kReduce;
+      return static_cast<uint64_t>(dtype) | static_cast<uint64_t>(reduce ? op : ReduceOp{}) << 8 |
+             static_cast<uint64_t>(combine) << 16 |
+             static_cast<uint64_t>(static_cast<uint32_t>(combine == Combine::kBroadcast ? root : 0))
+                 << 32;
+    }
   };
   // The most payload bytes a rank may fold into a readiness AND of `words` words: 0 where this
   // channel cannot fold (then every rank's answer is 0: it depends only on what the ranks share).
@@ -154,10 +170,10 @@ class Channel : public Collectives {
     (void)words;
     return 0;
   }
-  // allreduceBitsAnd carrying `fold` (see FoldedAllreduce). A dtype/op the channel cannot fold
+  // allreduceBitsAnd carrying `fold` (see FoldedCollective). A dtype/op the channel cannot fold
   // is sent as "no fold" (*agreed then ends false on every rank).
   virtual PendingPtr allreduceBitsAndFolded(uint64_t* words, size_t count,
-                                            const FoldedAllreduce& fold) {
+                                            const FoldedCollective& fold) {
     *fold.agreed = false;
     return allreduceBitsAnd(words, count);
   }

@@ -60,6 +60,11 @@ class Executor {
   Status broadcastBatch(const Plane& plane, const std::vector<Item>& items);
   Status reducescatterBatch(const Plane& plane, const std::vector<Item>& items);
   Status alltoall(const Response& r, LocalOp& op);
+  Status takeFoldedAlltoall(const Response& r, const LocalOp& op,
+                            const std::vector<size_t>& recvBytes, void* out);
+  // The result of a batch's lone operation that rode in its round's readiness exchange (the
+  // small-message fold, negotiator.cc; LocalOp::foldedResult), or null.
+  static const void* foldedResult(const std::vector<Item>& items);
   Status submitAndWait(backends::PendingPtr pending, size_t bytes, size_t tensors);
   // Waits for a data-plane step within the communicator's bounds (wait_); one given up on is
   // kept until the process exits (its buffers are the batch's: a fusion lease is abandoned)

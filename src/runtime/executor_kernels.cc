@@ -45,6 +45,10 @@ Status callerOutput(LocalOp& op, size_t m, const Shape& shape, void** data) {
 
 }  // namespace executor_detail
 
+const void* Executor::foldedResult(const std::vector<Item>& items) {
+  return items.size() == 1 && items[0].op != nullptr ? items[0].op->foldedResult : nullptr;
+}
+
 Status Executor::allreduceBatch(const Plane& plane, const std::vector<Item>& items) {
   const OpSpec& spec = items[0].response->spec;
   const DataType dtype = items[0].dtype();
@@ -62,7 +66,7 @@ Status Executor::allreduceBatch(const Plane& plane, const std::vector<Item>& ite
   const bool direct = items.size() == 1 && items[0].op != nullptr;
   // The reduction already rode in the round's readiness exchange (the small-message fold,
   // negotiator.cc; host memory, prescale 1): only the postscale below is left.
-  const void* folded = direct ? items[0].op->foldedResult : nullptr;
+  const void* folded = foldedResult(items);
   if (folded != nullptr) {
     buffer = static_cast<uint8_t*>(items[0].op->outputs[items[0].member].data);
     std::memcpy(buffer, folded, total * elementSize);
@@ -141,6 +145,15 @@ Status Executor::allgatherBatch(const Plane& plane, const std::vector<Item>& ite
 
   size_t myOffset = 0;
   for (size_t r = 0; r < me; ++r) myOffset += perRank[r];
+  if (const void* folded = foldedResult(items)) {
+    // Every rank's part rode in the round's readiness exchange (the small-message fold,
+    // negotiator.cc), rank after rank: the ranks' headers agreed, so every part has this
+    // rank's size, as the negotiated rows say.
+    if (total != perRank[me] * n) return internalError("a folded allgather of unequal parts");
+    std::memcpy(items[0].output, folded, total);
+    stats_.foldedOps.fetch_add(1, std::memory_order_relaxed);
+    return Status::ok();
+  }
   if (items.size() == 1) {  // straight from the input into the output
     const Item& it = items[0];
     const void* in = it.input().data;
@@ -181,6 +194,11 @@ Status Executor::broadcastBatch(const Plane& plane, const std::vector<Item>& ite
   size_t total = 0;
   for (const Item& it : items) total += it.elements() * dataTypeSize(it.dtype());
   if (total == 0) return Status::ok();
+  if (const void* folded = foldedResult(items)) {  // the root's buffer rode in the readiness
+    if (rank_ != root) std::memcpy(items[0].input().data, folded, total);
+    stats_.foldedOps.fetch_add(1, std::memory_order_relaxed);
+    return Status::ok();
+  }
   if (items.size() == 1) {
     return submitAndWait(plane.collectives->broadcast(items[0].input().data, total, root), total,
                          1);
@@ -236,7 +254,15 @@ Status Executor::reducescatterBatch(const Plane& plane, const std::vector<Item>&
   Scratch& scratch = *plane.scratch;
   uint8_t* recv = nullptr;
   const void* send = nullptr;
-  if (direct) {
+  // The whole reduction rode in the round's readiness exchange (prescale 1): this rank's part
+  // of it is the result, scaled below.
+  const auto* folded = static_cast<const uint8_t*>(foldedResult(items));
+  if (folded != nullptr) {
+    size_t before = 0;
+    for (int r = 0; r < rank_; ++r) before += counts[static_cast<size_t>(r)];
+    recv = const_cast<uint8_t*>(folded) + before * elementSize;  // read only, below
+    stats_.foldedOps.fetch_add(1, std::memory_order_relaxed);
+  } else if (direct) {
     send = items[0].input().data;
     recv = static_cast<uint8_t*>(items[0].output);
   } else {
@@ -259,9 +285,11 @@ Status Executor::reducescatterBatch(const Plane& plane, const std::vector<Item>&
     send = buffer;
     recv = buffer + total * elementSize;
   }
-  HCOLL_RETURN_IF_ERROR(
-      submitAndWait(plane.collectives->reduceScatter(send, recv, counts, dtype, spec.op),
-                    total * elementSize, items.size()));
+  if (folded == nullptr) {
+    HCOLL_RETURN_IF_ERROR(
+        submitAndWait(plane.collectives->reduceScatter(send, recv, counts, dtype, spec.op),
+                      total * elementSize, items.size()));
+  }
   size_t offset = 0;
   for (const Item& it : items) {
     const size_t count = static_cast<size_t>(scatterRows(it.spec().shape[0], size_, rank_) *
@@ -272,6 +300,32 @@ Status Executor::reducescatterBatch(const Plane& plane, const std::vector<Item>&
       HCOLL_RETURN_IF_ERROR(plane.memory->normalizeBool(it.output, count));
     offset += count;
   }
+  return Status::ok();
+}
+
+// Every rank's whole input rode in the round's readiness exchange, rank after rank (the ranks'
+// headers agreed, so every input has this rank's size): rank j's rows for this rank follow the
+// rows it sends to the ranks before this one.
+Status Executor::takeFoldedAlltoall(const Response& r, const LocalOp& op,
+                                    const std::vector<size_t>& recvBytes, void* out) {
+  const size_t n = static_cast<size_t>(size_);
+  const size_t me = static_cast<size_t>(rank_);
+  const MemberSpec& local = op.spec.members[0];
+  const size_t rowBytes = static_cast<size_t>(rowElements(local.shape)) * dataTypeSize(local.dtype);
+  const size_t inputBytes = static_cast<size_t>(numElements(local.shape)) * dataTypeSize(local.dtype);
+  const auto* folded = static_cast<const uint8_t*>(op.foldedResult);
+  auto* to = static_cast<uint8_t*>(out);
+  for (size_t j = 0; j < n; ++j) {
+    size_t skipped = 0;
+    for (size_t k = 0; k < me; ++k) skipped += static_cast<size_t>(r.splitMatrix[j * n + k]);
+    if (skipped * rowBytes + recvBytes[j] > inputBytes) {
+      return internalError("a folded alltoall whose splits exceed rank " + std::to_string(j) +
+                           "'s input");
+    }
+    std::memcpy(to, folded + j * inputBytes + skipped * rowBytes, recvBytes[j]);
+    to += recvBytes[j];
+  }
+  stats_.foldedOps.fetch_add(1, std::memory_order_relaxed);
   return Status::ok();
 }
 
@@ -316,6 +370,7 @@ Status Executor::alltoall(const Response& r, LocalOp& op) {
         out = fallback.get();
       }
     }
+    if (op.foldedResult != nullptr) return takeFoldedAlltoall(r, op, recvBytes, out);
     size_t total = 0;
     for (size_t b : sendBytes) total += b;
     // The whole matrix (the same on every rank) decides, so every rank takes the same path.

@@ -38,9 +38,10 @@ struct LocalOp {
   // What this rank moves (allgather: the gathered result): callers drive only small rounds.
   size_t payloadBytes = 0;
   uint64_t flightSeq = 0;  // this op's entry in the communicator's flight recorder
-  // The reduction of every rank's input, when this allreduce rode in its round's readiness
-  // exchange and every rank kept the result (the small-message fold, negotiator.cc): the
-  // executor then only applies the postscale. Valid until the round ends.
+  // What every rank's input made, when this operation rode in its round's readiness exchange
+  // and every rank kept the result (the small-message fold, negotiator.cc): an allreduce's or a
+  // reducescatter's whole reduction, an allgather's every part in rank order, a broadcast's
+  // root buffer. The executor then only copies (and scales) it. Valid until the round ends.
   const void* foldedResult = nullptr;
 };
 

@@ -128,7 +128,7 @@ void Negotiator::beginRound(PendingOps& pending, bool closing) {
   foldOp_ = nullptr;
   foldAgreed_ = false;
   if (flags == 0 && pending.size() == 1 && lastSlot >= 0) {
-    if (backends::Channel::FoldedAllreduce fold; foldable(*pending.all().front(), lastSlot, &fold)) {
+    if (backends::Channel::FoldedCollective fold; foldable(*pending.all().front(), lastSlot, &fold)) {
       foldOp_ = pending.all().front().get();
       entry_ = channel_.allreduceBitsAndFolded(words_.data(), words_.size(), fold);
       return;
@@ -137,14 +137,39 @@ void Negotiator::beginRound(PendingOps& pending, bool closing) {
   entry_ = channel_.allreduceBitsAnd(words_.data(), words_.size());
 }
 
-bool Negotiator::foldable(const LocalOp& op, int slot, backends::Channel::FoldedAllreduce* fold) {
-  // A lone cached host allreduce of one tensor, small enough, that the executor would reduce
-  // straight from its input (prescale 1: the input's bytes are what it contributes).
+bool Negotiator::foldable(const LocalOp& op, int slot,
+                          backends::Channel::FoldedCollective* fold) {
+  // A lone cached host collective of one tensor, small enough, whose result the executor can
+  // take from what every rank's input makes (executor_kernels.cc): an allreduce or a
+  // reducescatter (prescale 1: the input's bytes are what a rank contributes; a reducescatter
+  // takes its part of the reduction), an allgather or alltoall (every rank's input, gathered:
+  // the ranks' headers agree only when every input has the same size; an alltoall takes the rows
+  // each rank sends it), a broadcast (the root's buffer).
+  using Combine = backends::Channel::FoldedCollective::Combine;
   const OpSpec& spec = op.spec;
-  if (spec.kind != OpKind::kAllreduce || spec.device != kHostDevice ||
-      spec.members.size() != 1 || op.inputs.size() != 1 || op.outputs.size() != 1 ||
-      spec.prescale != 1.0 || spec.op == ReduceOp::kAdasum) {
+  if (spec.device != kHostDevice || spec.members.size() != 1 || op.inputs.size() != 1) {
     return false;
+  }
+  const bool reduces = spec.kind == OpKind::kAllreduce || spec.kind == OpKind::kReducescatter;
+  if (reduces && (spec.prescale != 1.0 || spec.op == ReduceOp::kAdasum)) return false;
+  switch (spec.kind) {
+    case OpKind::kAllreduce:
+      if (op.outputs.size() != 1) return false;
+      fold->combine = Combine::kReduce;
+      break;
+    case OpKind::kReducescatter:
+      fold->combine = Combine::kReduce;
+      break;
+    case OpKind::kAllgather:
+    case OpKind::kAlltoall:
+      fold->combine = Combine::kGather;
+      break;
+    case OpKind::kBroadcast:
+      fold->combine = Combine::kBroadcast;
+      fold->root = spec.root;
+      break;
+    default:
+      return false;
   }
   const MemberSpec& member = spec.members[0];
   const size_t bytes = member.bytes();
@@ -153,11 +178,11 @@ bool Negotiator::foldable(const LocalOp& op, int slot, backends::Channel::Folded
   }
   // The contribution is copied: a step given up on may still be read after the operation
   // failed and its caller freed the input (the copies are kept with the step's words).
-  const size_t words = (bytes + sizeof(uint64_t) - 1) / sizeof(uint64_t);
-  if (foldSend_.size() < words) {
-    foldSend_.resize(words);
-    foldResult_.resize(words);
-  }
+  const size_t resultBytes =
+      fold->combine == Combine::kGather ? bytes * static_cast<size_t>(channel_.size()) : bytes;
+  auto words = [](size_t n) { return (n + sizeof(uint64_t) - 1) / sizeof(uint64_t); };
+  if (foldSend_.size() < words(bytes)) foldSend_.resize(words(bytes));
+  if (foldResult_.size() < words(resultBytes)) foldResult_.resize(words(resultBytes));
   std::memcpy(foldSend_.data(), op.inputs[0].data, bytes);
   fold->tag = static_cast<uint64_t>(slot) + 1;
   fold->send = foldSend_.data();

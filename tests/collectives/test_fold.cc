@@ -1,16 +1,19 @@
-// The small-message fold (negotiator.cc, backend.h's FoldedAllreduce): a lone cached small
-// allreduce rides in its round's readiness exchange, and its result stands only when the
-// exchanged bits say every rank would run exactly it. Results must be right whatever each rank
+// The small-message fold (negotiator.cc, backend.h's FoldedCollective): a lone cached small
+// collective (allreduce, allgather, broadcast, alltoall, reducescatter) rides in its round's
+// readiness exchange, and its result stands only when the exchanged bits say every rank would
+// run exactly it. Results must be right whatever each rank
 // does: ranks that submit in different orders, the same name with a different shape on one rank
 // (an error on every rank, the communicator still usable), a rank late by milliseconds,
 // postscale and Average, in place. hcoll_comm_stats' `folded` counts folded operations: on
 // loopback and on the MPI backend with the shared-memory control block (one node) most of a loop
 // folds; where the channel cannot fold (HCOLL_MPI_SHM_SMALL=0) none does and nothing else
 // changes.
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "support/test_util.h"
 
@@ -145,4 +148,143 @@ HTEST_CASE("fold: the same name with another shape on one rank fails everywhere,
   HINFO("mismatched call: " << hcoll_status_string(status));
   HREQUIRE(status == HCOLL_ERR_MISMATCH);
   for (int k = 0; k < 5; ++k) sumOf("fold.shape", k);  // still right afterwards
+}
+
+namespace {
+
+// The output of a completed request `req` (freed here), checked element by element with
+// `want(i)`; returns how many differ.
+template <typename Want>
+int64_t wrongOutputs(hcoll_request_t req, Want&& want) {
+  HCOLL_REQUIRE_OK(hcoll_wait(req, 30));
+  hcoll_tensor_t out;
+  HCOLL_REQUIRE_OK(hcoll_request_output(req, 0, &out));
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < outputElements(out); ++i) wrong += outputElement(out, i) != want(i);
+  HCOLL_REQUIRE_OK(hcoll_request_free(req));
+  return wrong;
+}
+
+uint64_t foldedSoFar() { return commStats(world()).folded; }
+
+}  // namespace
+
+HTEST_CASE("fold: allgather, broadcast, alltoall and reducescatter fold and stay right",
+           "[fold]") {
+  const int n = worldSize();
+  const int me = worldRank();
+  constexpr int kCalls = 40;
+  const uint64_t before = foldedSoFar();
+  for (int k = 0; k < kCalls; ++k) {
+    HINFO("call " << k);
+    // Allgather of 2 elements per rank: rank r's part is (100 r + k, 100 r + k + 1).
+    Tensor ag(HCOLL_FLOAT32, {2});
+    for (int i = 0; i < 2; ++i) ag.set(i, 100 * me + k + i);
+    hcoll_tensor_t dag = ag.desc();
+    hcoll_request_t req = HCOLL_REQUEST_NULL;
+    HCOLL_REQUIRE_OK(hcoll_allgather(world(), "fold.allgather", &dag, &req));
+    HREQUIRE(wrongOutputs(req, [&](int64_t i) { return 100.0 * (i / 2) + k + i % 2; }) == 0);
+
+    // Broadcast from the first and from the last rank (one name each: the root is negotiated).
+    for (int root : {0, n - 1}) {
+      Tensor bc(HCOLL_FLOAT64, {3});
+      for (int i = 0; i < 3; ++i) bc.set(i, me == root ? 10 * root + k + i : -1);
+      hcoll_tensor_t dbc = bc.desc();
+      const std::string name = "fold.broadcast." + std::to_string(root);
+      HCOLL_REQUIRE_OK(hcoll_broadcast(world(), name.c_str(), &dbc, root, &req));
+      HCOLL_REQUIRE_OK(waitAndFree(req));
+      for (int i = 0; i < 3; ++i) HREQUIRE(bc.get(i) == 10 * root + k + i);
+    }
+
+    // Alltoall of 2n rows whose splits differ by rank (3 rows to itself, 1 to the next rank,
+    // 2 to the others; with 2 ranks: 3 and 1): row t of rank r is 1000 r + t + k.
+    std::vector<int64_t> splits(static_cast<size_t>(n), 2);
+    auto splitOf = [n](int from, int to) {
+      if (n == 1) return 2;
+      return to == from ? 3 : to == (from + 1) % n ? 1 : 2;
+    };
+    for (int j = 0; j < n; ++j) splits[static_cast<size_t>(j)] = splitOf(me, j);
+    Tensor a2a(HCOLL_INT32, {2 * n});
+    for (int t = 0; t < 2 * n; ++t) a2a.set(t, 1000 * me + t + k);
+    hcoll_tensor_t da2a = a2a.desc();
+    HCOLL_REQUIRE_OK(hcoll_alltoall(world(), "fold.alltoall", &da2a, splits.data(), &req));
+    std::vector<double> want;
+    for (int j = 0; j < n; ++j) {
+      int offset = 0;
+      for (int t = 0; t < me; ++t) offset += splitOf(j, t);
+      for (int t = 0; t < splitOf(j, me); ++t) want.push_back(1000.0 * j + offset + t + k);
+    }
+    HREQUIRE(wrongOutputs(req, [&](int64_t i) {
+               return static_cast<size_t>(i) < want.size() ? want[static_cast<size_t>(i)] : -1;
+             }) == 0);
+
+    // Reducescatter of n + 1 rows of 2 (rank 0 gets two rows): element e of rank r's input is
+    // (r + 1)(e + 1) + k, so the sum is n(n + 1)/2 (e + 1) + n k.
+    Tensor rs(HCOLL_FLOAT32, {n + 1, 2});
+    for (int e = 0; e < 2 * (n + 1); ++e) rs.set(e, (me + 1) * (e + 1) + k);
+    hcoll_tensor_t drs = rs.desc();
+    HCOLL_REQUIRE_OK(
+        hcoll_reducescatter(world(), "fold.reducescatter", &drs, HCOLL_SUM, 1.0, 1.0, &req));
+    // hcoll_reducescatter's rows: the first (rows % n) ranks get one more.
+    const int64_t first = 2 * (me * ((n + 1) / n) + std::min(me, (n + 1) % n));
+    HREQUIRE(wrongOutputs(req, [&](int64_t i) {
+               return n * (n + 1) / 2.0 * (first + i + 1) + n * k;
+             }) == 0);
+  }
+  const uint64_t folded = foldedSoFar() - before;
+  HINFO("folded " << folded << " of " << 5 * kCalls);
+  if (channelFolds()) {
+    HREQUIRE(folded >= 5 * kCalls / 2);  // the first call of each is not cached yet
+  } else {
+    HREQUIRE(folded == 0);
+  }
+}
+
+HTEST_CASE("fold: an allgather of parts that differ in size is never folded", "[fold]") {
+  // Every rank folds its own part: the headers differ (count), so no rank uses a result and the
+  // data plane gathers.
+  const int me = worldRank();
+  const uint64_t before = foldedSoFar();
+  for (int k = 0; k < 20; ++k) {
+    Tensor in(HCOLL_FLOAT32, {me + 1});
+    for (int i = 0; i <= me; ++i) in.set(i, 10 * me + i + k);
+    hcoll_tensor_t d = in.desc();
+    hcoll_request_t req = HCOLL_REQUEST_NULL;
+    HCOLL_REQUIRE_OK(hcoll_allgather(world(), "fold.unequal", &d, &req));
+    // Rank r's part starts after r(r + 1)/2 elements.
+    std::vector<double> want;
+    for (int r = 0; r < worldSize(); ++r) {
+      for (int i = 0; i <= r; ++i) want.push_back(10.0 * r + i + k);
+    }
+    HINFO("call " << k);
+    HREQUIRE(wrongOutputs(req, [&](int64_t i) {
+               return static_cast<size_t>(i) < want.size() ? want[static_cast<size_t>(i)] : -1;
+             }) == 0);
+  }
+  if (worldSize() > 1) HREQUIRE(foldedSoFar() == before);
+}
+
+HTEST_CASE("fold: a 2 KiB allreduce folds too", "[fold]") {
+  // The largest fold (negotiator.h's kMaxFoldBytes): 512 float32.
+  const uint64_t before = foldedSoFar();
+  constexpr int kCalls = 20;
+  for (int k = 0; k < kCalls; ++k) {
+    Tensor t(HCOLL_FLOAT32, {512});
+    for (int i = 0; i < 512; ++i) t.set(i, (worldRank() + 1) * (i % 7) + k);
+    hcoll_tensor_t d = t.desc();
+    hcoll_request_t req = HCOLL_REQUEST_NULL;
+    HCOLL_REQUIRE_OK(hcoll_allreduce(world(), "fold.2k", &d, &d, HCOLL_SUM, 1.0, 1.0, &req));
+    HCOLL_REQUIRE_OK(waitAndFree(req));
+    const int n = worldSize();
+    int wrong = 0;
+    for (int i = 0; i < 512; ++i) wrong += t.get(i) != n * (n + 1) / 2.0 * (i % 7) + n * k;
+    HINFO("call " << k);
+    HREQUIRE(wrong == 0);
+  }
+  const uint64_t folded = foldedSoFar() - before;
+  if (channelFolds()) {
+    HREQUIRE(folded >= kCalls / 2);
+  } else {
+    HREQUIRE(folded == 0);
+  }
 }

@@ -191,7 +191,7 @@ TEST_CASE("operations above the block's sizes are left to MPI on every rank") {
 TEST_CASE("a folded allreduce stands only when every rank folded it alike") {
   auto block = makeBlock();
   if (!block) return;
-  using Fold = hcoll::backends::Channel::FoldedAllreduce;
+  using Fold = hcoll::backends::Channel::FoldedCollective;
   enum Case { kAllAlike, kOneOtherTag, kOneNotFolding, kOneOtherCount, kOneOtherOp };
   for (int c = kAllAlike; c <= kOneOtherOp; ++c) {
     const bool odd = gRank == gSize - 1;  // the rank that differs, when one does
@@ -227,6 +227,46 @@ TEST_CASE("a folded allreduce stands only when every rank folded it alike") {
       CHECK(recv[1] == n * (n - 1));
       CHECK(recv[2] == -n);
     } else {
+      CHECK(recv[0] == -7);  // discarded: untouched
+    }
+  }
+  // Gathered and broadcast: every rank's elements in rank order, the root's; a root that differs
+  // on one rank, or a rank that gathers where the others broadcast, leaves every result unused.
+  using Combine = Fold::Combine;
+  enum GatherCase { kGather, kBroadcastLast, kOneOtherRoot, kOneOtherCombine };
+  for (int c = kGather; c <= kOneOtherCombine; ++c) {
+    const bool odd = gRank == gSize - 1;
+    std::vector<uint64_t> words = {~uint64_t{0}, 1};
+    int32_t send[2] = {10 * gRank, 10 * gRank + 1};
+    std::vector<int32_t> recv(2 * static_cast<size_t>(gSize), -7);
+    bool agreed = false;
+    Fold fold;
+    fold.tag = 9;
+    fold.send = send;
+    fold.recv = recv.data();
+    fold.count = 2;
+    fold.dtype = DataType::kInt32;
+    fold.combine = c == kGather || (c == kOneOtherCombine && odd) ? Combine::kGather
+                                                                   : Combine::kBroadcast;
+    fold.root = (c == kOneOtherRoot && odd) ? 0 : gSize - 1;
+    fold.agreed = &agreed;
+    std::vector<PendingPtr> ops;
+    ops.push_back(block->andBits(words.data(), words.size(), &fold));
+    REQUIRE(ops.back() != nullptr);
+    pollAll(ops);
+    INFO("gather case " << c);
+    const bool alike = c == kGather || c == kBroadcastLast || gSize == 1;
+    CHECK(agreed == alike);
+    if (c == kGather) {
+      for (int r = 0; r < gSize; ++r) {
+        CHECK(recv[2 * static_cast<size_t>(r)] == 10 * r);
+        CHECK(recv[2 * static_cast<size_t>(r) + 1] == 10 * r + 1);
+      }
+    } else if (c == kBroadcastLast) {
+      CHECK(recv[0] == 10 * (gSize - 1));
+      CHECK(recv[1] == 10 * (gSize - 1) + 1);
+      if (gSize > 1) CHECK(recv[2] == -7);  // a broadcast writes `count` elements only
+    } else if (!alike) {
       CHECK(recv[0] == -7);  // discarded: untouched
     }
   }

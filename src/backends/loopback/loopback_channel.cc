@@ -51,15 +51,20 @@ PendingPtr LoopbackChannel::allreduceBitsAnd(uint64_t* words, size_t count) {
 // as on the MPI backend (the runtime caps it too).
 size_t LoopbackChannel::foldableBytes(size_t words) const {
   (void)words;
-  return 1024;
+  return 4096;
 }
 
 PendingPtr LoopbackChannel::allreduceBitsAndFolded(uint64_t* words, size_t count,
-                                                   const FoldedAllreduce& fold) {
+                                                   const FoldedCollective& fold) {
   *fold.agreed = false;
   // As the data plane reduces: element-wise ops in the tensor's own type (float16/bfloat16
-  // widen there), never Adasum. Otherwise this rank takes part without folding.
-  const bool foldable = fold.op != ReduceOp::kAdasum && !reducesInFloat32(fold.dtype, fold.op);
+  // widen there), never Adasum. Otherwise this rank takes part without folding. Gathering and
+  // broadcasting move bytes of any type.
+  const bool foldable =
+      (fold.combine != FoldedCollective::Combine::kReduce ||
+       (fold.op != ReduceOp::kAdasum && !reducesInFloat32(fold.dtype, fold.op))) &&
+      (fold.combine != FoldedCollective::Combine::kBroadcast ||
+       (fold.root >= 0 && fold.root < size()));
   return startBitsAnd(seat(Plane::kControl), words, count, foldable ? &fold : nullptr);
 }
 

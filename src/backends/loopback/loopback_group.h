@@ -66,8 +66,8 @@ struct Contribution {
   std::vector<size_t> sendBytes;
   std::vector<size_t> recvBytes;
   std::vector<uint64_t> words;  // allreduceBitsAnd
-  // allreduceBitsAnd's fold (backend.h's FoldedAllreduce): which operation (0: none), its
-  // element count, dtype and op; its data is in `bytes`.
+  // allreduceBitsAnd's fold (backend.h's FoldedCollective): which operation (0: none), its
+  // element count and kindWord(); its data is in `bytes`.
   uint64_t foldTag = 0;
   uint64_t foldCount = 0;
   uint64_t foldKind = 0;

@@ -109,7 +109,7 @@ RoundParams paramsOf(OpTag tag, size_t count = 0) {
 class BitsAnd final : public RoundPending {
  public:
   BitsAnd(const Seat& seat, uint64_t* words, size_t count, Contribution mine,
-          const Channel::FoldedAllreduce* fold)
+          const Channel::FoldedCollective* fold)
       : RoundPending(seat, paramsOf(OpTag::kBitsAnd, count), std::move(mine), false),
         words_(words),
         count_(count) {
@@ -135,16 +135,32 @@ class BitsAnd final : public RoundPending {
       }
     }
     // In rank order on every rank: the same bits everywhere.
+    using Combine = Channel::FoldedCollective::Combine;
     const size_t bytes = fold_.count * dataTypeSize(fold_.dtype);
-    if (bytes != 0) std::memcpy(fold_.recv, round.slots[0].bytes.data(), bytes);
-    for (size_t r = 1; r < round.slots.size(); ++r) {
-      reduceInto(fold_.dtype, fold_.op, round.slots[r].bytes.data(), fold_.recv, fold_.count);
+    auto* recv = static_cast<uint8_t*>(fold_.recv);
+    if (bytes != 0) {
+      switch (fold_.combine) {
+        case Combine::kReduce:
+          std::memcpy(recv, round.slots[0].bytes.data(), bytes);
+          for (size_t r = 1; r < round.slots.size(); ++r) {
+            reduceInto(fold_.dtype, fold_.op, round.slots[r].bytes.data(), recv, fold_.count);
+          }
+          break;
+        case Combine::kGather:
+          for (size_t r = 0; r < round.slots.size(); ++r) {
+            std::memcpy(recv + r * bytes, round.slots[r].bytes.data(), bytes);
+          }
+          break;
+        case Combine::kBroadcast:
+          std::memcpy(recv, round.slots[static_cast<size_t>(fold_.root)].bytes.data(), bytes);
+          break;
+      }
     }
     *fold_.agreed = true;
   }
   uint64_t* words_;
   size_t count_;
-  Channel::FoldedAllreduce fold_;  // agreed == nullptr: this rank folds nothing
+  Channel::FoldedCollective fold_;  // agreed == nullptr: this rank folds nothing
 };
 
 class GatherBytes final : public RoundPending {
@@ -317,13 +333,13 @@ class Barrier final : public RoundPending {
 }  // namespace
 
 PendingPtr startBitsAnd(const Seat& seat, uint64_t* words, size_t count,
-                        const Channel::FoldedAllreduce* fold) {
+                        const Channel::FoldedCollective* fold) {
   Contribution mine;
   mine.words.assign(words, words + count);
   if (fold != nullptr && fold->tag != 0) {
     mine.foldTag = fold->tag;
     mine.foldCount = fold->count;
-    mine.foldKind = (static_cast<uint64_t>(fold->dtype) << 8) | static_cast<uint64_t>(fold->op);
+    mine.foldKind = fold->kindWord();
     const auto* in = static_cast<const uint8_t*>(fold->send);
     mine.bytes.assign(in, in + fold->count * dataTypeSize(fold->dtype));
   } else {

@@ -22,9 +22,9 @@ struct Seat {
 };
 
 // Control plane: contributions are copied, so these never wait for their peers to read.
-// `fold` (may be null): a small allreduce carried by the AND (backend.h's FoldedAllreduce).
+// `fold` (may be null): a small collective carried by the AND (backend.h's FoldedCollective).
 PendingPtr startBitsAnd(const Seat& seat, uint64_t* words, size_t count,
-                        const Channel::FoldedAllreduce* fold = nullptr);
+                        const Channel::FoldedCollective* fold = nullptr);
 PendingPtr startGatherBytes(const Seat& seat, std::vector<uint8_t> mine,
                             std::vector<std::vector<uint8_t>>* atRoot);
 PendingPtr startBroadcastBytes(const Seat& seat, std::vector<uint8_t>* buf);

@@ -349,12 +349,14 @@ size_t MpiChannel::foldableBytes(size_t words) const {
 }
 
 PendingPtr MpiChannel::allreduceBitsAndFolded(uint64_t* words, size_t count,
-                                              const FoldedAllreduce& fold) {
+                                              const FoldedCollective& fold) {
   *fold.agreed = false;
   // Element-wise reductions in the tensor's own type only (float16/bfloat16 reduce widened to
   // float32 here, Adasum is not element-wise): otherwise this rank takes part without folding.
-  const bool foldable = small_ && fold.op != ReduceOp::kAdasum &&
-                        !reducesInFloat32(fold.dtype, fold.op);
+  // Gathering and broadcasting move bytes of any type.
+  const bool foldable =
+      small_ && (fold.combine != FoldedCollective::Combine::kReduce ||
+                 (fold.op != ReduceOp::kAdasum && !reducesInFloat32(fold.dtype, fold.op)));
   if (small_) {
     if (PendingPtr p = small_->andBits(words, count, foldable ? &fold : nullptr)) return p;
   }

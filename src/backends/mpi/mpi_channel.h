@@ -54,7 +54,7 @@ class MpiChannel final : public Channel {
   PendingPtr allreduceBitsAnd(uint64_t* words, size_t count) override;
   size_t foldableBytes(size_t words) const override;
   PendingPtr allreduceBitsAndFolded(uint64_t* words, size_t count,
-                                    const FoldedAllreduce& fold) override;
+                                    const FoldedCollective& fold) override;
   PendingPtr gatherBytes(std::vector<uint8_t> mine,
                          std::vector<std::vector<uint8_t>>* atRoot) override;
   PendingPtr broadcastBytes(std::vector<uint8_t>* buf) override;

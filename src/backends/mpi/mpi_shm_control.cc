@@ -120,14 +120,14 @@ PendingPtr start(Args&&... args) {
   return op;
 }
 
-// The readiness AND, with the small-message fold (backend.h's FoldedAllreduce). Every rank's
+// The readiness AND, with the small-message fold (backend.h's FoldedCollective). Every rank's
 // payload: a fold header (all zero when the rank folds nothing), its words, its folded data.
 // Ranks that fold and ranks that do not run this same operation, so the plane's sequence stays
 // in step whatever each rank folds.
 struct FoldHeader {
   uint64_t tag;
   uint64_t count;
-  uint64_t kind;  // dtype and op
+  uint64_t kind;  // FoldedCollective::kindWord
 };
 constexpr size_t kFoldHeaderBytes = 32;
 static_assert(sizeof(FoldHeader) <= kFoldHeaderBytes, "fold header");
@@ -135,14 +135,15 @@ static_assert(sizeof(FoldHeader) <= kFoldHeaderBytes, "fold header");
 class AndBitsOp final : public SlotPending {
  public:
   AndBitsOp(std::shared_ptr<ShmControl> b, ShmControl::Plane* p, uint64_t* words, size_t count,
-            const Channel::FoldedAllreduce* fold)
+            const Channel::FoldedCollective* fold)
       : SlotPending(std::move(b), p), words_(words), count_(count) {
     if (fold != nullptr) {
       fold_ = *fold;
-      reduction_ = reductionFor(fold->dtype, fold->op);
-      header_ = FoldHeader{fold->tag, fold->count,
-                           (static_cast<uint64_t>(fold->dtype) << 8) |
-                               static_cast<uint64_t>(fold->op)};
+      elementSize_ = dataTypeSize(fold->dtype);
+      if (fold->combine == Channel::FoldedCollective::Combine::kReduce) {
+        reduction_ = reductionFor(fold->dtype, fold->op);
+      }
+      header_ = FoldHeader{fold->tag, fold->count, fold->kindWord()};
       *fold_.agreed = false;
     }
   }
@@ -152,7 +153,7 @@ class AndBitsOp final : public SlotPending {
     std::memcpy(payload, &header_, sizeof(header_));
     copyBytes(payload + kFoldHeaderBytes, words_, count_ * sizeof(uint64_t));
     if (header_.tag != 0) {
-      copyBytes(payload + dataOffset(), fold_.send, header_.count * reduction_.elementSize);
+      copyBytes(payload + dataOffset(), fold_.send, header_.count * elementSize_);
     }
   }
   bool needs(int) const override { return true; }  // its own payload too (in rank order)
@@ -173,10 +174,24 @@ class AndBitsOp final : public SlotPending {
         return Status::ok();
       }
     }
-    const size_t bytes = header_.count * reduction_.elementSize;
-    copyBytes(fold_.recv, payload(0) + dataOffset(), bytes);
-    for (int r = 1; r < size_; ++r) {
-      reduceLocal(reduction_, payload(r) + dataOffset(), fold_.recv, header_.count);
+    using Combine = Channel::FoldedCollective::Combine;
+    const size_t bytes = header_.count * elementSize_;
+    auto* recv = static_cast<char*>(fold_.recv);
+    switch (fold_.combine) {
+      case Combine::kReduce:
+        copyBytes(recv, payload(0) + dataOffset(), bytes);
+        for (int r = 1; r < size_; ++r) {
+          reduceLocal(reduction_, payload(r) + dataOffset(), recv, header_.count);
+        }
+        break;
+      case Combine::kGather:
+        for (int r = 0; r < size_; ++r) {
+          copyBytes(recv + static_cast<size_t>(r) * bytes, payload(r) + dataOffset(), bytes);
+        }
+        break;
+      case Combine::kBroadcast:
+        copyBytes(recv, payload(fold_.root) + dataOffset(), bytes);
+        break;
     }
     *fold_.agreed = true;
     return Status::ok();
@@ -186,8 +201,9 @@ class AndBitsOp final : public SlotPending {
   uint64_t* words_;
   size_t count_;
   FoldHeader header_{};
-  Channel::FoldedAllreduce fold_;
-  Reduction reduction_;
+  Channel::FoldedCollective fold_;
+  size_t elementSize_ = 0;
+  Reduction reduction_;  // kReduce only
 };
 
 class AllreduceOp final : public SlotPending {
@@ -389,12 +405,14 @@ ShmControl::~ShmControl() {
 }
 
 PendingPtr ShmControl::andBits(uint64_t* words, size_t count,
-                                const Channel::FoldedAllreduce* fold) {
+                                const Channel::FoldedCollective* fold) {
   // Routed by the word count alone (the same on every rank), never by what a rank folds.
   if (kFoldHeaderBytes + count * sizeof(uint64_t) > control_.slotBytes) return nullptr;
   if (fold != nullptr &&
-      fold->count * dataTypeSize(fold->dtype) > foldableBytes(count)) {
-    fold = nullptr;  // too large to fold here: this rank takes part without
+      (fold->count * dataTypeSize(fold->dtype) > foldableBytes(count) ||
+       (fold->combine == Channel::FoldedCollective::Combine::kBroadcast &&
+        (fold->root < 0 || fold->root >= size_)))) {
+    fold = nullptr;  // too large to fold here (or no such root): this rank takes part without
   }
   return start<AndBitsOp>(shared_from_this(), &control_, words, count, fold);
 }

@@ -6,9 +6,10 @@
 // memory); through cache lines of a segment every rank maps, an exchange is one store and one
 // cache-line transfer per peer.
 //
-// The readiness AND may carry one small allreduce (the fold, backend.h's FoldedAllreduce): its
+// The readiness AND may carry one small collective (the fold, backend.h's FoldedCollective): its
 // payload starts with a header saying which operation a rank folded (or none), and every rank
-// reduces the folded data, in rank order, only when every header is the same.
+// combines the folded data (reduces, gathers or takes the root's), in rank order, only when every
+// header is the same.
 //
 // Every rank has, per plane (control, data) and per slot (kSlots per plane, used round-robin by
 // the plane's operations in the order they are started), a `published` line, an `acked` line and
@@ -49,7 +50,9 @@ class ShmControl : public std::enable_shared_from_this<ShmControl> {
   // The most one rank contributes to one data-plane operation here (its whole send buffer; for a
   // reduction, before the reduction): from 32 KiB the MPI schedules with the lanes are as fast.
   static constexpr size_t kDataSlotBytes = size_t{16} << 10;
-  static constexpr size_t kControlSlotBytes = 1024;
+  // The readiness AND's words and a folded operation of up to 2 KiB (negotiator.h's
+  // kMaxFoldBytes) with its header.
+  static constexpr size_t kControlSlotBytes = 3072;
 
   // Collective over `comm` (whose ranks are `size`, all on this node when localSize == size).
   // Returns the block, or null on every rank alike.
@@ -62,9 +65,9 @@ class ShmControl : public std::enable_shared_from_this<ShmControl> {
   // Each returns the operation through the block, or null where it is not routed here (the
   // caller then uses MPI); the decision is the same on every rank (see the top of this file).
   // The readiness AND; `fold` (may be null: this rank folds nothing) rides in the same exchange
-  // (backend.h's FoldedAllreduce). Null where the words do not fit a control slot.
+  // (backend.h's FoldedCollective). Null where the words do not fit a control slot.
   PendingPtr andBits(uint64_t* words, size_t count,
-                     const Channel::FoldedAllreduce* fold = nullptr);
+                     const Channel::FoldedCollective* fold = nullptr);
   // The most bytes one rank can fold into an AND of `words` words.
   size_t foldableBytes(size_t words) const;
   PendingPtr allreduce(const void* send, void* recv, size_t count, const Reduction& reduction);
