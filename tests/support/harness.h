@@ -11,6 +11,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -63,14 +64,20 @@ inline void recordFailure(bool fatal, const char* file, int line, const std::str
   if (fatal) throw RequireFailed{};
 }
 
-// Evaluates a Catch2-decomposed expression on a rank thread (Catch2's decomposer and value
-// printing hold no shared state; only its result handling is not thread-safe).
+// Evaluates a Catch2-decomposed expression on a rank thread. Catch2's decomposer holds no shared
+// state, but its value printing does (StringMaker's numbers go through one process-wide pool of
+// string streams), so failures are printed one at a time: two ranks failing together crashed
+// the test instead of reporting.
 inline void checkExpression(bool fatal, const char* file, int line, const char* text,
                             const Catch::ITransientExpression& e) {
   if (e.getResult()) return;
+  static std::mutex printing;
   std::ostringstream os;
   os << text << " with expansion: ";
-  e.streamReconstructedExpression(os);
+  {
+    std::lock_guard<std::mutex> lock(printing);
+    e.streamReconstructedExpression(os);
+  }
   recordFailure(fatal, file, line, os.str());
 }
 template <class T>
