@@ -79,7 +79,7 @@ void Negotiator::beginRound(PendingOps& pending, bool closing) {
   entryNoted_ = false;
   entryWarned_ = false;
   words_.assign(kFirstSlotWord + (slots + 63) / 64, 0);
-  autoMarks_.clear();
+  autoMarkCount_ = 0;
 
   uint64_t flags = closing ? kAnyClosing : 0;
   uint64_t autoCheck = 0;
@@ -106,7 +106,10 @@ void Negotiator::beginRound(PendingOps& pending, bool closing) {
       } else {
         word |= bit;
         if (op->spec.autoNamed) {
-          autoMarks_.emplace_back(slot, op->spec.name);
+          if (autoMarkCount_ == autoMarks_.size()) autoMarks_.emplace_back();
+          autoMarks_[autoMarkCount_].first = slot;
+          autoMarks_[autoMarkCount_].second.assign(op->spec.name);  // its capacity is kept
+          ++autoMarkCount_;
           autoCheck += mix(hashName(op->spec.name) ^ mix(static_cast<uint64_t>(slot)));
         }
       }
@@ -255,7 +258,7 @@ Status Negotiator::replayCached(size_t slots, RoundResult* out) {
   // The automatically named slots every rank marked, in slot order, and this rank's call there
   // (an index into autoMarks_: a bit is set only where this rank set it too).
   autoSet_.clear();
-  for (size_t k = 0; k < autoMarks_.size(); ++k) {
+  for (size_t k = 0; k < autoMarkCount_; ++k) {
     if (isSet(static_cast<size_t>(autoMarks_[k].first))) autoSet_.push_back(k);
   }
   std::sort(autoSet_.begin(), autoSet_.end(),

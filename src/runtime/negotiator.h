@@ -112,7 +112,10 @@ class Negotiator {
   // This round's automatically named calls marked in the words: (slot, the call's name); those
   // every rank marked (indices into autoMarks_, in slot order), whether the ranks' names agree
   // there, and the buffer of the name check that decides it when the round's check differs.
+  // (The first autoMarkCount_ entries are this round's; the rest keep their strings' storage:
+  // "allreduce.100000" and longer names would otherwise allocate every round.)
   std::vector<std::pair<int, std::string>> autoMarks_;
+  size_t autoMarkCount_ = 0;
   std::vector<size_t> autoSet_;
   std::vector<char> autoAgreed_;
   std::vector<uint64_t> autoChecks_;
