@@ -1,5 +1,6 @@
 #include "backends/mpi/mpi_shm_control.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -17,8 +18,11 @@ constexpr size_t kSlotHeader = 2 * kLine;
 size_t slotStride(size_t slotBytes) {
   return kSlotHeader + slotBytes;
 }
-size_t planeBytes(int size, size_t slotBytes) {
+size_t slotsBytes(int size, size_t slotBytes) {
   return static_cast<size_t>(size) * ShmControl::kSlots * slotStride(slotBytes);
+}
+size_t planeBytes(int size, size_t slotBytes) {
+  return slotsBytes(size, slotBytes) + static_cast<size_t>(size) * kLine;  // + the watermarks
 }
 
 uint64_t loadAcquire(const uint64_t* at) {
@@ -64,6 +68,7 @@ class SlotPending : public Pending {
     }
     result_ = consume();
     storeRelease(ackedLine(rank_), seq_);
+    noteAcked();
     done_ = true;
     *status = result_;
     return true;
@@ -88,12 +93,49 @@ class SlotPending : public Pending {
   }
   uint64_t* publishedLine(int r) const { return reinterpret_cast<uint64_t*>(slot(r)); }
   uint64_t* ackedLine(int r) const { return reinterpret_cast<uint64_t*>(slot(r) + kLine); }
+  uint64_t* watermarkLine(int r) const {
+    return reinterpret_cast<uint64_t*>(plane_->watermarks + static_cast<size_t>(r) * kLine);
+  }
+
+  // Whether every rank acked the operation that used this slot kSlots ago. Reading a line a peer
+  // just wrote is a cache-line transfer, on this VM as long as a small operation's own work: the
+  // rank's ack watermark says "every operation up to k", so one look serves the next publishes
+  // (typically kSlots - 1 or kSlots - 2 of them), and only when it is not far enough is the
+  // slot's own ack read (a rank may ack operations out of order: the watermark then lags).
+  bool slotFreeAt(int r) {
+    uint64_t& known = plane_->knownThrough[static_cast<size_t>(r)];
+    if (known + ShmControl::kSlots >= seq_) return true;
+    known = std::max(known, loadAcquire(watermarkLine(r)));
+    if (known + ShmControl::kSlots >= seq_) return true;
+    return loadAcquire(ackedLine(r)) + ShmControl::kSlots >= seq_;
+  }
+  // After this rank's ack of seq_: moves its watermark past every operation now acked in a row.
+  // (Acks more than 64 beyond the watermark are not remembered: it then stops short, which only
+  // costs peers the slot's own look.)
+  void noteAcked() {
+    ShmControl::Plane& p = *plane_;
+    if (seq_ <= p.ackedThrough) return;
+    if (seq_ > p.ackedThrough + 1) {
+      const uint64_t bit = seq_ - p.ackedThrough - 2;
+      if (bit < 64) p.ackedAhead |= uint64_t{1} << bit;
+      return;
+    }
+    uint64_t through = seq_;
+    uint64_t ahead = p.ackedAhead;  // bit 0: operation through + 1
+    while ((ahead & 1) != 0) {
+      ahead >>= 1;
+      ++through;
+    }
+    p.ackedAhead = ahead >> 1;
+    p.ackedThrough = through;
+    storeRelease(watermarkLine(rank_), through);
+  }
 
   // The slot is free once every rank acked the operation that used it kSlots ago (its payload
   // may still be read until then).
   bool tryPublish() {
     for (int r = 0; r < size_; ++r) {
-      if (loadAcquire(ackedLine(r)) + ShmControl::kSlots < seq_) return false;
+      if (!slotFreeAt(r)) return false;
     }
     fill(slot(rank_) + kSlotHeader);
     storeRelease(publishedLine(rank_), seq_);
@@ -396,8 +438,10 @@ ShmControl::ShmControl(void* base, size_t bytes, int rank, int size)
     : base_(base), bytes_(bytes), rank_(rank), size_(size) {
   control_.base = static_cast<char*>(base);
   control_.slotBytes = kControlSlotBytes;
+  control_.watermarks = control_.base + slotsBytes(size, kControlSlotBytes);
   data_.base = control_.base + planeBytes(size, kControlSlotBytes);
   data_.slotBytes = kDataSlotBytes;
+  data_.watermarks = data_.base + slotsBytes(size, kDataSlotBytes);
 }
 
 ShmControl::~ShmControl() {

@@ -83,7 +83,17 @@ class ShmControl : public std::enable_shared_from_this<ShmControl> {
   struct Plane {
     char* base = nullptr;
     size_t slotBytes = 0;
-    uint64_t started = 0;  // operations started on this plane (only the driving thread)
+    // Per rank, a cache line with the highest k such that the rank acked every operation up to
+    // k (its ack watermark; after the slots).
+    char* watermarks = nullptr;
+    // Only the driving thread (the seat holder) touches the rest.
+    uint64_t started = 0;  // operations started on this plane
+    // This rank's watermark, and which operations beyond watermark + 1 it acked (bit i:
+    // watermark + 2 + i), for acks out of order.
+    uint64_t ackedThrough = 0;
+    uint64_t ackedAhead = 0;
+    // Per rank, the highest watermark read so far.
+    uint64_t knownThrough[kMaxRanks] = {};
   };
   int rank() const { return rank_; }
   int size() const { return size_; }
