@@ -54,6 +54,8 @@ class Executor {
   struct Plane;   // where a batch runs: host (the channel) or a device backend
   class Scratch;  // a batch's temporary buffer
   void runFusible(const std::vector<const Response*>& run, PendingOps& pending);
+  // A lone folded host allreduce, run directly (false: not one; nothing was done).
+  bool runFoldedAllreduce(const Response& r, PendingOps& pending);
   Status runBatch(OpKind kind, const std::vector<Item>& items);
   Status allreduceBatch(const Plane& plane, const std::vector<Item>& items);
   Status allgatherBatch(const Plane& plane, const std::vector<Item>& items);

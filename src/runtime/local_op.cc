@@ -33,20 +33,8 @@ std::unique_ptr<LocalOp> makeLocalOp() {
 
 void recycleLocalOp(std::unique_ptr<LocalOp> op) {
   if (!op || tSparesGone || tSpares.ops.size() >= kSpareOps) return;
-  // Everything back to a new operation's state except the storage of these (emptied).
-  std::string name = std::move(op->spec.name);
-  std::vector<MemberSpec> members = std::move(op->spec.members);
-  std::vector<TensorDesc> inputs = std::move(op->inputs);
-  std::vector<TensorDesc> outputs = std::move(op->outputs);
-  *op = LocalOp{};
-  name.clear();
-  members.clear();
-  inputs.clear();
-  outputs.clear();
-  op->spec.name = std::move(name);
-  op->spec.members = std::move(members);
-  op->inputs = std::move(inputs);
-  op->outputs = std::move(outputs);
+  // (Field by field: assigning a new LocalOp cost as much as the allocations saved.)
+  op->clearKeepingStorage();
   tSpares.ops.push_back(std::move(op));
 }
 

@@ -43,6 +43,23 @@ struct LocalOp {
   // reducescatter's whole reduction, an allgather's every part in rank order, a broadcast's
   // root buffer. The executor then only copies (and scales) it. Valid until the round ends.
   const void* foldedResult = nullptr;
+
+  // Back to a new operation's state, keeping the storage of the name and the vectors
+  // (recycleLocalOp). Every field above must be reset here.
+  void clearKeepingStorage() {
+    spec.clearKeepingStorage();
+    inputs.clear();
+    outputs.clear();
+    markers.clear();
+    request.reset();
+    submittedAt = {};
+    announced = false;
+    autoReplayRefused = false;
+    callerDrivable = false;
+    payloadBytes = 0;
+    flightSeq = 0;
+    foldedResult = nullptr;
+  }
 };
 
 // A new operation, and the end of a finished one. Per thread, a few finished operations are kept

@@ -49,6 +49,25 @@ struct OpSpec {
   int64_t ageMicros = 0;
 
   bool operator==(const OpSpec& o) const;
+  // Back to a default OpSpec, keeping the storage of the name and the vectors (a recycled
+  // operation, local_op.h). Every field above must be reset here.
+  void clearKeepingStorage() {
+    name.clear();
+    kind = OpKind::kAllreduce;
+    op = ReduceOp::kSum;
+    prescale = 1.0;
+    postscale = 1.0;
+    root = 0;
+    device = kHostDevice;
+    members.clear();
+    splits.clear();
+    ranks.clear();
+    color = 0;
+    key = 0;
+    outputRows.clear();
+    autoNamed = false;
+    ageMicros = 0;
+  }
 };
 
 // A rank whose arguments to a collective communicator call were bad still announces the call,

@@ -2,6 +2,7 @@
 // operation leaves are reused without changing what the next operation sees.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -75,13 +76,24 @@ TEST_CASE("pending operations reuse taken nodes and keep order and lookup", "[lo
 
 TEST_CASE("a recycled operation comes back as a new one with its storage kept", "[local_op]") {
   auto op = makeLocalOp();
+  // Every field away from its default (clearKeepingStorage must reset each).
   op->spec.name = "a name longer than the small-string buffer";
   op->spec.kind = OpKind::kBroadcast;
+  op->spec.op = ReduceOp::kMax;
+  op->spec.prescale = 2.0;
+  op->spec.postscale = 0.5;
   op->spec.root = 3;
-  op->spec.autoNamed = true;
+  op->spec.device = 1;
   op->spec.members.push_back(MemberSpec{DataType::kFloat64, {4, 2}});
   op->spec.splits = {1, 2};
+  op->spec.ranks = {0, 1};
+  op->spec.color = 5;
+  op->spec.key = 6;
   op->spec.outputRows = {4};
+  op->spec.autoNamed = true;
+  op->spec.ageMicros = 7;
+  op->submittedAt = std::chrono::steady_clock::now();
+  op->autoReplayRefused = true;
   TensorDesc t;
   t.shape = {4, 2};
   op->inputs.push_back(t);
@@ -111,6 +123,7 @@ TEST_CASE("a recycled operation comes back as a new one with its storage kept", 
   REQUIRE(again->outputs.capacity() >= 1);
   REQUIRE(again->markers.empty());
   REQUIRE(again->request == nullptr);
+  REQUIRE(again->submittedAt == std::chrono::steady_clock::time_point{});
   REQUIRE_FALSE(again->announced);
   REQUIRE_FALSE(again->autoReplayRefused);
   REQUIRE_FALSE(again->callerDrivable);
