@@ -5,10 +5,13 @@
 namespace hcoll::runtime {
 
 bool OpSpec::operator==(const OpSpec& o) const {
-  return name == o.name && kind == o.kind && op == o.op && prescale == o.prescale &&
-         postscale == o.postscale && root == o.root && device == o.device && members == o.members &&
-         splits == o.splits && ranks == o.ranks && color == o.color && key == o.key &&
-         outputRows == o.outputRows &&
+  return name == o.name && sameCallAs(o);
+}
+
+bool OpSpec::sameCallAs(const OpSpec& o) const {
+  return kind == o.kind && op == o.op && prescale == o.prescale && postscale == o.postscale &&
+         root == o.root && device == o.device && members == o.members && splits == o.splits &&
+         ranks == o.ranks && color == o.color && key == o.key && outputRows == o.outputRows &&
          autoNamed == o.autoNamed && ageMicros == o.ageMicros;
 }
 

@@ -49,6 +49,8 @@ struct OpSpec {
   int64_t ageMicros = 0;
 
   bool operator==(const OpSpec& o) const;
+  // operator== but for the name: the same call under another name.
+  bool sameCallAs(const OpSpec& o) const;
   // Back to a default OpSpec, keeping the storage of the name and the vectors (a recycled
   // operation, local_op.h). Every field above must be reset here.
   void clearKeepingStorage() {

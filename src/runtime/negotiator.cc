@@ -89,8 +89,7 @@ void Negotiator::beginRound(PendingOps& pending, bool closing) {
     int slot = -1;
     if (slots != 0 && !op->autoReplayRefused) {
       if (op->spec.autoNamed) {
-        ResponseCache::keyOf(op->spec, &keyScratch_);
-        slot = cache_.lookup(op->spec, keyScratch_, rank, size);
+        slot = lookupAutoNamed(op->spec, rank, size);
       } else {
         slot = cache_.lookup(op->spec, op->spec.name, rank, size);
       }
@@ -138,6 +137,17 @@ void Negotiator::beginRound(PendingOps& pending, bool closing) {
     }
   }
   entry_ = channel_.allreduceBitsAnd(words_.data(), words_.size());
+}
+
+int Negotiator::lookupAutoNamed(const OpSpec& spec, int rank, int size) {
+  if (lastAuto_.generation == cache_.generation() && lastAuto_.spec.sameCallAs(spec)) {
+    return lastAuto_.slot;
+  }
+  ResponseCache::keyOf(spec, &keyScratch_);
+  lastAuto_.slot = cache_.lookup(spec, keyScratch_, rank, size);
+  lastAuto_.spec = spec;  // (its vectors' and name's storage reused)
+  lastAuto_.generation = cache_.generation();
+  return lastAuto_.slot;
 }
 
 bool Negotiator::foldable(const LocalOp& op, int slot,

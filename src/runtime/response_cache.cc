@@ -53,6 +53,7 @@ int ResponseCache::lookup(const OpSpec& local, const std::string& key, int rank,
 
 void ResponseCache::put(ResponsePtr response) {
   if (!enabled()) return;
+  ++generation_;
   std::string key = keyOf(response->spec);
   if (auto it = byKey_.find(key); it != byKey_.end()) {
     slots_[it->second]->response = std::move(response);
@@ -81,6 +82,7 @@ void ResponseCache::touch(int slot) {
 void ResponseCache::erase(const std::string& key) {
   auto it = byKey_.find(key);
   if (it == byKey_.end()) return;
+  ++generation_;
   int slot = it->second;
   lru_.erase(slots_[slot]->lruPosition);
   slots_[slot].reset();

@@ -49,6 +49,9 @@ class ResponseCache {
   void put(ResponsePtr response);
   void touch(int slot);
   void erase(const std::string& key);
+  // Changes whenever a lookup's answer may change (put, erase): a lookup's result stays valid
+  // for the same local spec while this is unchanged.
+  uint64_t generation() const { return generation_; }
 
  private:
   struct Entry {
@@ -61,6 +64,7 @@ class ResponseCache {
   std::unordered_map<std::string, int> byKey_;
   std::list<int> lru_;       // front = most recently used
   std::set<int> freeSlots_;  // holes left by erase, reused lowest first
+  uint64_t generation_ = 0;
 };
 
 }  // namespace hcoll::runtime

@@ -283,6 +283,29 @@ HTEST_CASE("cache: at capacity 1 an unnamed replay follows the response its slot
   HCHECK(commStats(world()).cache_hits - before.cache_hits == replays);
 }
 
+HTEST_CASE("cache: at capacity 1 an unnamed call whose entry a named call evicted is not replayed",
+           "[.][capacity_one]") {
+  // The negotiator remembers the last unnamed call's slot while the cache is unchanged: the named
+  // call in between replaces the only entry, so the next unnamed call of the same shape must
+  // look again (and negotiate), not replay what the slot holds now.
+  const int r = worldRank(), n = worldSize();
+  for (int pass = 0; pass < 3; ++pass) {
+    HINFO("pass " << pass);
+    for (int call = 0; call < 2; ++call) {
+      Tensor t(HCOLL_FLOAT32, {5});
+      HCOLL_REQUIRE_OK(waitAndFree(unnamedAllreduce(t, static_cast<float>(r + call))));
+      for (int64_t i = 0; i < 5; ++i) HREQUIRE(t.get(i) == n * (n - 1) / 2 + n * call);
+    }
+    Tensor named(HCOLL_FLOAT32, {9});
+    for (int64_t i = 0; i < 9; ++i) named.set(i, r + 100);
+    hcoll_tensor_t d = named.desc();
+    hcoll_request_t req = HCOLL_REQUEST_NULL;
+    HCOLL_REQUIRE_OK(hcoll_allreduce(world(), "cache.evicts", &d, &d, HCOLL_SUM, 1.0, 1.0, &req));
+    HCOLL_REQUIRE_OK(waitAndFree(req));
+    for (int64_t i = 0; i < 9; ++i) HREQUIRE(named.get(i) == n * (n - 1) / 2 + 100 * n);
+  }
+}
+
 HTEST_CASE("cache: HCOLL_CACHE_CAPACITY=0 turns the cache off and everything still works",
           "[.][no_cache]") {
   HREQUIRE(cacheDisabled());
