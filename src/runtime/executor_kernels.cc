@@ -46,7 +46,16 @@ Status callerOutput(LocalOp& op, size_t m, const Shape& shape, void** data) {
 }  // namespace executor_detail
 
 const void* Executor::foldedResult(const std::vector<Item>& items) {
-  return items.size() == 1 && items[0].op != nullptr ? items[0].op->foldedResult : nullptr;
+  // Every member of the one operation (a group's too), else the batch runs as usual (on every
+  // rank alike: the batches are cut from negotiated sizes).
+  if (items.empty() || items[0].op == nullptr || items[0].op->foldedResult == nullptr ||
+      items.size() != items[0].op->spec.members.size()) {
+    return nullptr;
+  }
+  for (const Item& it : items) {
+    if (it.op != items[0].op) return nullptr;
+  }
+  return items[0].op->foldedResult;
 }
 
 Status Executor::allreduceBatch(const Plane& plane, const std::vector<Item>& items) {
@@ -145,16 +154,15 @@ Status Executor::allgatherBatch(const Plane& plane, const std::vector<Item>& ite
 
   size_t myOffset = 0;
   for (size_t r = 0; r < me; ++r) myOffset += perRank[r];
-  if (const void* folded = foldedResult(items)) {
+  // What every rank gathered, rank after rank, each rank's members in order.
+  const auto* gathered = static_cast<const uint8_t*>(foldedResult(items));
+  if (gathered != nullptr) {
     // Every rank's part rode in the round's readiness exchange (the small-message fold,
-    // negotiator.cc), rank after rank: the ranks' headers agreed, so every part has this
-    // rank's size, as the negotiated rows say.
+    // negotiator.cc): the ranks' headers agreed, so every part has this rank's size, as the
+    // negotiated rows say.
     if (total != perRank[me] * n) return internalError("a folded allgather of unequal parts");
-    std::memcpy(items[0].output, folded, total);
     stats_.foldedOps.fetch_add(1, std::memory_order_relaxed);
-    return Status::ok();
-  }
-  if (items.size() == 1) {  // straight from the input into the output
+  } else if (items.size() == 1) {  // straight from the input into the output
     const Item& it = items[0];
     const void* in = it.input().data;
     auto* out = static_cast<uint8_t*>(it.output);
@@ -165,23 +173,27 @@ Status Executor::allgatherBatch(const Plane& plane, const std::vector<Item>& ite
       return submitAndWait(plane.collectives->allgatherv(in, perRank[me], out, perRank), total, 1);
     }
   }
-  Scratch& scratch = *plane.scratch;
-  HCOLL_RETURN_IF_ERROR(scratch.allocate(plane.key, total, config_.fusionThresholdBytes));
-  uint8_t* buffer = scratch.data();
-  for (const Item& it : items) {
-    size_t bytes = rowsOf(it, me) * it.rowBytes();
-    HCOLL_RETURN_IF_ERROR(plane.memory->copy(buffer + myOffset, it.input().data, bytes));
-    myOffset += bytes;
+  if (gathered == nullptr) {
+    Scratch& scratch = *plane.scratch;
+    HCOLL_RETURN_IF_ERROR(scratch.allocate(plane.key, total, config_.fusionThresholdBytes));
+    uint8_t* buffer = scratch.data();
+    for (const Item& it : items) {
+      size_t bytes = rowsOf(it, me) * it.rowBytes();
+      HCOLL_RETURN_IF_ERROR(plane.memory->copy(buffer + myOffset, it.input().data, bytes));
+      myOffset += bytes;
+    }
+    HCOLL_RETURN_IF_ERROR(submitAndWait(
+        plane.collectives->allgatherv(nullptr, perRank[me], buffer, perRank), total,
+        items.size()));
+    gathered = buffer;
   }
-  HCOLL_RETURN_IF_ERROR(submitAndWait(
-      plane.collectives->allgatherv(nullptr, perRank[me], buffer, perRank), total, items.size()));
   size_t offset = 0;
   std::vector<size_t> written(items.size(), 0);
   for (size_t r = 0; r < n; ++r) {
     for (size_t k = 0; k < items.size(); ++k) {
       size_t bytes = rowsOf(items[k], r) * items[k].rowBytes();
       HCOLL_RETURN_IF_ERROR(plane.memory->copy(static_cast<uint8_t*>(items[k].output) + written[k],
-                                               buffer + offset, bytes));
+                                               gathered + offset, bytes));
       written[k] += bytes;
       offset += bytes;
     }

@@ -152,15 +152,18 @@ int Negotiator::lookupAutoNamed(const OpSpec& spec, int rank, int size) {
 
 bool Negotiator::foldable(const LocalOp& op, int slot,
                           backends::Channel::FoldedCollective* fold) {
-  // A lone cached host collective of one tensor, small enough, whose result the executor can
-  // take from what every rank's input makes (executor_kernels.cc): an allreduce or a
-  // reducescatter (prescale 1: the input's bytes are what a rank contributes; a reducescatter
-  // takes its part of the reduction), an allgather or alltoall (every rank's input, gathered:
-  // the ranks' headers agree only when every input has the same size; an alltoall takes the rows
-  // each rank sends it), a broadcast (the root's buffer).
+  // A lone cached host collective of one tensor (an allgather: of a group), small enough,
+  // whose result the executor can take from what every rank's input makes (executor_kernels.cc):
+  // an allreduce or a reducescatter (prescale 1: the input's bytes are what a rank contributes; a
+  // reducescatter takes its part of the reduction), an allgather or alltoall (every rank's input
+  // bytes, gathered: the ranks' headers agree only when every rank's come to the same size; a
+  // grouped allgather's are its members one after another, as the executor packs them; an
+  // alltoall takes the rows each rank sends it), a broadcast (the root's buffer).
   using Combine = backends::Channel::FoldedCollective::Combine;
   const OpSpec& spec = op.spec;
-  if (spec.device != kHostDevice || spec.members.size() != 1 || op.inputs.size() != 1) {
+  const bool group = spec.kind == OpKind::kAllgather && !spec.members.empty();
+  if (spec.device != kHostDevice || (spec.members.size() != 1 && !group) ||
+      op.inputs.size() != spec.members.size()) {
     return false;
   }
   const bool reduces = spec.kind == OpKind::kAllreduce || spec.kind == OpKind::kReducescatter;
@@ -184,8 +187,8 @@ bool Negotiator::foldable(const LocalOp& op, int slot,
     default:
       return false;
   }
-  const MemberSpec& member = spec.members[0];
-  const size_t bytes = member.bytes();
+  size_t bytes = 0;
+  for (const MemberSpec& m : spec.members) bytes += m.bytes();
   if (bytes == 0 || bytes > kMaxFoldBytes || bytes > channel_.foldableBytes(words_.size())) {
     return false;
   }
@@ -196,12 +199,22 @@ bool Negotiator::foldable(const LocalOp& op, int slot,
   auto words = [](size_t n) { return (n + sizeof(uint64_t) - 1) / sizeof(uint64_t); };
   if (foldSend_.size() < words(bytes)) foldSend_.resize(words(bytes));
   if (foldResult_.size() < words(resultBytes)) foldResult_.resize(words(resultBytes));
-  std::memcpy(foldSend_.data(), op.inputs[0].data, bytes);
+  auto* send = reinterpret_cast<uint8_t*>(foldSend_.data());
+  for (size_t m = 0; m < spec.members.size(); ++m) {
+    const size_t n = spec.members[m].bytes();
+    if (n != 0) std::memcpy(send, op.inputs[m].data, n);
+    send += n;
+  }
   fold->tag = static_cast<uint64_t>(slot) + 1;
   fold->send = foldSend_.data();
   fold->recv = foldResult_.data();
-  fold->count = static_cast<size_t>(numElements(member.shape));
-  fold->dtype = member.dtype;
+  if (fold->combine == Combine::kGather) {  // bytes moved, whatever the members' dtypes
+    fold->count = bytes;
+    fold->dtype = DataType::kUint8;
+  } else {
+    fold->count = static_cast<size_t>(numElements(spec.members[0].shape));
+    fold->dtype = spec.members[0].dtype;
+  }
   fold->op = spec.op;
   fold->agreed = &foldAgreed_;
   return true;
