@@ -17,8 +17,10 @@
 // contribution into its payload and stores k into `published`, waits until every rank it needs
 // published k, computes its result from the payloads (reductions in rank order 0..n-1 on every
 // rank, so every rank gets the same bits), then stores k into `acked`. A rank reuses a slot for
-// operation k only once every rank acked k - kSlots. The route (this block or MPI) depends only
-// on what every rank shares: the block's presence, agreed at creation (MIN over the ranks, like
+// operation k only once every rank acked k - kSlots: it looks first at what it knows of that
+// rank's ack watermark (a line per rank and plane: every operation up to it acked), then at the
+// watermark itself, and only then at the slot's `acked`. The route (this block or MPI) depends
+// only on what every rank shares: the block's presence, agreed at creation (MIN over the ranks, like
 // the lanes), and the operation's negotiated sizes; so the k-th operation routed here is the same
 // on every rank, and MPI's own matching is never involved.
 //
