@@ -84,6 +84,7 @@ Communicator::Communicator(std::unique_ptr<backends::Channel> channel, const Con
       timeline_(timeline),
       timelineTrack_(timelineTrack),
       recorder_(std::make_shared<FlightRecorder>(channel_->rank(), channel_->size())) {
+  spareInFlight_.reserve(kSpareInFlight);  // keeping a node in finish() never allocates
   FlightRecorder::track(recorder_);
   thread_ = std::thread([this] { run(); });
 }

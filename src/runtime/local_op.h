@@ -75,6 +75,9 @@ class PendingOps {
  public:
   using List = std::list<std::unique_ptr<LocalOp>>;
 
+  // Keeping a node never allocates (take() runs where an exception must not start).
+  PendingOps() { spareNames_.reserve(kSpareNodes); }
+
   void add(std::unique_ptr<LocalOp> op) {
     if (spareOps_.empty()) {
       ops_.push_back(std::move(op));
