@@ -157,11 +157,10 @@ class Channel : public Collectives {
     bool* agreed = nullptr;  // required
     // What the ranks compare besides tag and count: equal only for the same collective.
     uint64_t kindWord() const {
-      const bool reduce = combine == Combine::kReduce;
-      return static_cast<uint64_t>(dtype) | static_cast<uint64_t>(reduce ? op : ReduceOp{}) << 8 |
-             static_cast<uint64_t>(combine) << 16 |
-             static_cast<uint64_t>(static_cast<uint32_t>(combine == Combine::kBroadcast ? root : 0))
-                 << 32;
+      const ReduceOp reduction = combine == Combine::kReduce ? op : ReduceOp{};
+      const auto rootRank = static_cast<uint32_t>(combine == Combine::kBroadcast ? root : 0);
+      return static_cast<uint64_t>(dtype) | static_cast<uint64_t>(reduction) << 8 |
+             static_cast<uint64_t>(combine) << 16 | static_cast<uint64_t>(rootRank) << 32;
     }
   };
   // The most payload bytes a rank may fold into a readiness AND of `words` words: 0 where this

@@ -323,8 +323,9 @@ Status Executor::takeFoldedAlltoall(const Response& r, const LocalOp& op,
   const size_t n = static_cast<size_t>(size_);
   const size_t me = static_cast<size_t>(rank_);
   const MemberSpec& local = op.spec.members[0];
-  const size_t rowBytes = static_cast<size_t>(rowElements(local.shape)) * dataTypeSize(local.dtype);
-  const size_t inputBytes = static_cast<size_t>(numElements(local.shape)) * dataTypeSize(local.dtype);
+  const size_t elementSize = dataTypeSize(local.dtype);
+  const size_t rowBytes = static_cast<size_t>(rowElements(local.shape)) * elementSize;
+  const size_t inputBytes = static_cast<size_t>(numElements(local.shape)) * elementSize;
   const auto* folded = static_cast<const uint8_t*>(op.foldedResult);
   auto* to = static_cast<uint8_t*>(out);
   for (size_t j = 0; j < n; ++j) {

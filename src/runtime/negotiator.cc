@@ -130,7 +130,8 @@ void Negotiator::beginRound(PendingOps& pending, bool closing) {
   foldOp_ = nullptr;
   foldAgreed_ = false;
   if (flags == 0 && pending.size() == 1 && lastSlot >= 0) {
-    if (backends::Channel::FoldedCollective fold; foldable(*pending.all().front(), lastSlot, &fold)) {
+    backends::Channel::FoldedCollective fold;
+    if (foldable(*pending.all().front(), lastSlot, &fold)) {
       foldOp_ = pending.all().front().get();
       entry_ = channel_.allreduceBitsAndFolded(words_.data(), words_.size(), fold);
       return;

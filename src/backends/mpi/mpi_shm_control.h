@@ -20,9 +20,9 @@
 // operation k only once every rank acked k - kSlots: it looks first at what it knows of that
 // rank's ack watermark (a line per rank and plane: every operation up to it acked), then at the
 // watermark itself, and only then at the slot's `acked`. The route (this block or MPI) depends
-// only on what every rank shares: the block's presence, agreed at creation (MIN over the ranks, like
-// the lanes), and the operation's negotiated sizes; so the k-th operation routed here is the same
-// on every rank, and MPI's own matching is never involved.
+// only on what every rank shares: the block's presence, agreed at creation (MIN over the ranks,
+// like the lanes), and the operation's negotiated sizes; so the k-th operation routed here is the
+// same on every rank, and MPI's own matching is never involved.
 //
 // Waiting is polling a flag, like an MPI request: the runtime's bounded waits (stall shutdown,
 // close bound, the peers' notices) apply unchanged, so a peer that died holding the block fails
