@@ -137,6 +137,9 @@ class Communicator {
   void execute(Executor& executor, const std::vector<ResponsePtr>& responses,
                PendingOps& pending);
   Status createChannel(const Response& r, LocalOp* op);
+  // Adds `name` to inFlight_ (a spare node if there is one); false if already in flight.
+  // Under mutex_.
+  bool markInFlight(const std::string& name);
   // Tells the peers if needed and fails whatever is still pending.
   void stop(PendingOps& pending, LoopState& state);
   void finish(std::unique_ptr<LocalOp> op, const Status& status);
@@ -169,7 +172,6 @@ class Communicator {
   InFlightNames inFlight_;
   static constexpr size_t kSpareInFlight = 64;
   std::vector<InFlightNames::node_type> spareInFlight_;
-  bool markInFlight(const std::string& name);  // under mutex_: false if already in flight
   std::array<uint64_t, kNumOpKinds> autoNameCounters_{};
   // Above this many bytes of host memory in one round a caller leaves the work to the thread
   // (CUDA operations do not count: no host temporaries): the fixed cost caller progress saves is

@@ -51,10 +51,9 @@ Status Executor::submitAndWait(backends::PendingPtr pending, size_t bytes, size_
   return waitData(std::move(pending));
 }
 
-// The reduction rode in the round's readiness exchange (the small-message fold, negotiator.cc;
-// a host allreduce of one tensor, prescale 1): only the copy into the caller's output with the
-// postscale is left, which this does without the batching machinery of runFusible (a third of
-// an 8-byte allreduce's own work went there). The same arithmetic as allreduceBatch's.
+// A lone allreduce whose reduction rode in the round's readiness exchange (the small-message
+// fold, negotiator.cc) is taken without the batching machinery of runFusible (a third of an
+// 8-byte allreduce's own work went there).
 bool Executor::runFoldedAllreduce(const Response& r, PendingOps& pending) {
   if (r.error != Code::kSuccess || r.spec.kind != OpKind::kAllreduce) return false;
   LocalOp* op = pending.find(r.spec.name);
@@ -62,15 +61,7 @@ bool Executor::runFoldedAllreduce(const Response& r, PendingOps& pending) {
   const bool timed = timeline_ && timeline_->active();
   const auto start = timed ? std::chrono::steady_clock::now()
                            : std::chrono::steady_clock::time_point{};
-  const MemberSpec& member = r.spec.members[0];
-  const size_t count = static_cast<size_t>(numElements(member.shape));
-  const double postscale =
-      r.spec.op == ReduceOp::kAverage ? r.spec.postscale / size_ : r.spec.postscale;
-  void* out = op->outputs[0].data;
-  backends::MemoryOps& memory = backends::hostMemoryOps();
-  Status s = memory.scaleCopy(out, op->foldedResult, count, member.dtype, postscale);
-  if (s.isOk() && member.dtype == DataType::kBool) s = memory.normalizeBool(out, count);
-  stats_.foldedOps.fetch_add(1, std::memory_order_relaxed);
+  const Status s = takeFoldedAllreduce(r, *op);
   if (timed) recordExecution({op}, OpKind::kAllreduce, 1, start);
   finish_(pending.take(r.spec.name), s);
   return true;

@@ -62,6 +62,8 @@ class Executor {
   Status broadcastBatch(const Plane& plane, const std::vector<Item>& items);
   Status reducescatterBatch(const Plane& plane, const std::vector<Item>& items);
   Status alltoall(const Response& r, LocalOp& op);
+  // The folded result into the outputs (LocalOp::foldedResult).
+  Status takeFoldedAllreduce(const Response& r, const LocalOp& op);
   Status takeFoldedAlltoall(const Response& r, const LocalOp& op,
                             const std::vector<size_t>& recvBytes, void* out);
   // The result of a batch's lone operation that rode in its round's readiness exchange (the

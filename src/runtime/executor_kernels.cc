@@ -69,18 +69,13 @@ Status Executor::allreduceBatch(const Plane& plane, const std::vector<Item>& ite
   for (const Item& it : items) total += it.elements();
   if (total == 0) return Status::ok();
 
+  // (Executor::execute takes a lone folded allreduce before it gets here.)
+  if (foldedResult(items) != nullptr) return takeFoldedAllreduce(*items[0].response, *items[0].op);
   Scratch& scratch = *plane.scratch;
   uint8_t* buffer = nullptr;
   const void* send = nullptr;  // null: reduce in place in `buffer`
   const bool direct = items.size() == 1 && items[0].op != nullptr;
-  // The reduction already rode in the round's readiness exchange (the small-message fold,
-  // negotiator.cc; host memory, prescale 1): only the postscale below is left.
-  const void* folded = foldedResult(items);
-  if (folded != nullptr) {
-    buffer = static_cast<uint8_t*>(items[0].op->outputs[items[0].member].data);
-    std::memcpy(buffer, folded, total * elementSize);
-    stats_.foldedOps.fetch_add(1, std::memory_order_relaxed);
-  } else if (direct) {  // reduce into the caller's output: no fusion copy
+  if (direct) {  // reduce into the caller's output: no fusion copy
     const Item& it = items[0];
     buffer = static_cast<uint8_t*>(it.op->outputs[it.member].data);
     // (Adasum reduces in place only.)
@@ -106,19 +101,16 @@ Status Executor::allreduceBatch(const Plane& plane, const std::vector<Item>& ite
       offset += it.elements();
     }
   }
-  if (folded == nullptr) {
-    backends::PendingPtr reduction;
-    if (spec.op == ReduceOp::kAdasum) {  // not element-wise: it needs the tensors' boundaries
-      std::vector<size_t> tensorCounts;
-      tensorCounts.reserve(items.size());
-      for (const Item& it : items) tensorCounts.push_back(it.elements());
-      reduction = plane.collectives->adasum(buffer, total, dtype, tensorCounts);
-    } else {
-      reduction = plane.collectives->allreduce(send, buffer, total, dtype, spec.op);
-    }
-    HCOLL_RETURN_IF_ERROR(
-        submitAndWait(std::move(reduction), total * elementSize, items.size()));
+  backends::PendingPtr reduction;
+  if (spec.op == ReduceOp::kAdasum) {  // not element-wise: it needs the tensors' boundaries
+    std::vector<size_t> tensorCounts;
+    tensorCounts.reserve(items.size());
+    for (const Item& it : items) tensorCounts.push_back(it.elements());
+    reduction = plane.collectives->adasum(buffer, total, dtype, tensorCounts);
+  } else {
+    reduction = plane.collectives->allreduce(send, buffer, total, dtype, spec.op);
   }
+  HCOLL_RETURN_IF_ERROR(submitAndWait(std::move(reduction), total * elementSize, items.size()));
   size_t offset = 0;
   for (const Item& it : items) {
     if (it.op) {
@@ -312,6 +304,22 @@ Status Executor::reducescatterBatch(const Plane& plane, const std::vector<Item>&
       HCOLL_RETURN_IF_ERROR(plane.memory->normalizeBool(it.output, count));
     offset += count;
   }
+  return Status::ok();
+}
+
+// The reduction rode in the round's readiness exchange (host memory, one tensor, prescale 1): the
+// copy into the caller's output with the postscale is what is left.
+Status Executor::takeFoldedAllreduce(const Response& r, const LocalOp& op) {
+  const MemberSpec& member = r.spec.members[0];
+  const size_t count = static_cast<size_t>(numElements(member.shape));
+  // Average divides the postscale factor by the size, as allreduceBatch does.
+  const double postscale =
+      r.spec.op == ReduceOp::kAverage ? r.spec.postscale / size_ : r.spec.postscale;
+  void* out = op.outputs[0].data;
+  backends::MemoryOps& memory = backends::hostMemoryOps();
+  HCOLL_RETURN_IF_ERROR(memory.scaleCopy(out, op.foldedResult, count, member.dtype, postscale));
+  if (member.dtype == DataType::kBool) HCOLL_RETURN_IF_ERROR(memory.normalizeBool(out, count));
+  stats_.foldedOps.fetch_add(1, std::memory_order_relaxed);
   return Status::ok();
 }
 
