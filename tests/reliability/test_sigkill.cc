@@ -5,9 +5,10 @@
 // schedule, tens of ms here) and rank 1 dies 1 ms later, while the data moves. "lane-phase": the
 // same with a 64 MiB broadcast from rank 0, which on one node moves through the MPI backend's
 // shared-memory lanes (mpi_shm.h): rank 0 waits for room in a ring its dead peer never empties.
-// "small-phase": both run a loop of 8-byte allreduces, whose readiness rounds and data move
-// through the shared-memory control block (mpi_shm_control.h), and rank 1 dies right after a
-// submission, while the block's slots are in use: rank 0 waits on a flag its peer never sets.
+// "small-phase": both run a loop of 8-byte allreduces and allgathers, whose readiness rounds and
+// data move through the shared-memory control block (mpi_shm_control.h; folded once cached), and
+// rank 1 dies right after an allgather's submission, while the block's slots are in use: rank 0
+// waits on a flag its peer never sets.
 // "adasum-phase": the same as data-phase with a 64 MiB HCOLL_ADASUM allreduce (mpi_adasum.cc's
 // stages).
 // Each rank prints its pid: the wrapper checks that no segment of rank 0's is left in /dev/shm.
@@ -45,11 +46,15 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   if (rank == 1 && !dataPhase) std::raise(SIGKILL);
   if (smallPhase) {
-    // Steady small operations (cached after the first), until rank 1 dies after the 2000th
-    // submission; rank 0 goes on until an operation fails.
+    // Steady small operations (cached after the first of each), until rank 1 dies after the
+    // 2001st submission (an allgather); rank 0 goes on until an operation fails.
     for (int i = 0;; ++i) {
-      hcoll_allreduce(w, "small", &t, &t, HCOLL_SUM, 1, 1, &req);
-      if (rank == 1 && i == 2000) std::raise(SIGKILL);
+      if (i % 2 == 0) {
+        hcoll_allreduce(w, "small", &t, &t, HCOLL_SUM, 1, 1, &req);
+      } else {
+        hcoll_allgather(w, "small.gather", &t, &req);
+      }
+      if (rank == 1 && i == 2001) std::raise(SIGKILL);
       if (rank == 0) {
         const hcoll_status_t s = hcoll_wait(req, -1);
         if (s != HCOLL_SUCCESS) {
