@@ -51,24 +51,9 @@ Status Executor::submitAndWait(backends::PendingPtr pending, size_t bytes, size_
   return waitData(std::move(pending));
 }
 
-// A lone allreduce whose reduction rode in the round's readiness exchange (the small-message
-// fold, negotiator.cc) is taken without the batching machinery of runFusible (a third of an
-// 8-byte allreduce's own work went there).
-bool Executor::runFoldedAllreduce(const Response& r, PendingOps& pending) {
-  if (r.error != Code::kSuccess || r.spec.kind != OpKind::kAllreduce) return false;
-  LocalOp* op = pending.find(r.spec.name);
-  if (op == nullptr || op->foldedResult == nullptr || op->outputs.size() != 1) return false;
-  const bool timed = timeline_ && timeline_->active();
-  const auto start = timed ? std::chrono::steady_clock::now()
-                           : std::chrono::steady_clock::time_point{};
-  const Status s = takeFoldedAllreduce(r, *op);
-  if (timed) recordExecution({op}, OpKind::kAllreduce, 1, start);
-  finish_(pending.take(r.spec.name), s);
-  return true;
-}
-
 void Executor::execute(const std::vector<ResponsePtr>& responses, PendingOps& pending) {
-  if (responses.size() == 1 && runFoldedAllreduce(*responses[0], pending)) return;
+  // A folded operation is alone in its round (its verdict needs its slot the only one set).
+  if (responses.size() == 1 && runFolded(*responses[0], pending)) return;
   size_t i = 0;
   while (i < responses.size()) {
     const Response& r = *responses[i];
@@ -210,6 +195,11 @@ void Executor::runFusible(const std::vector<const Response*>& run, PendingOps& p
 }
 
 Status Executor::runBatch(OpKind kind, const std::vector<Item>& items) {
+  for (const Item& it : items) {  // (execute() takes those: never here)
+    if (it.op != nullptr && it.op->foldedResult != nullptr) {
+      return internalError("a folded operation in a batch");
+    }
+  }
   Plane plane;
   HCOLL_RETURN_IF_ERROR(planeFor(items, &plane));
   Scratch scratch;  // outlives endPlane's fence (see Plane::scratch)

@@ -54,21 +54,22 @@ class Executor {
   struct Plane;   // where a batch runs: host (the channel) or a device backend
   class Scratch;  // a batch's temporary buffer
   void runFusible(const std::vector<const Response*>& run, PendingOps& pending);
-  // A lone folded host allreduce, run directly (false: not one; nothing was done).
-  bool runFoldedAllreduce(const Response& r, PendingOps& pending);
+  // A lone operation whose result rode in its round's readiness exchange (the small-message
+  // fold), unpacked directly (executor_folded.cc; false: not one, nothing was done).
+  bool runFolded(const Response& r, PendingOps& pending);
   Status runBatch(OpKind kind, const std::vector<Item>& items);
   Status allreduceBatch(const Plane& plane, const std::vector<Item>& items);
   Status allgatherBatch(const Plane& plane, const std::vector<Item>& items);
   Status broadcastBatch(const Plane& plane, const std::vector<Item>& items);
   Status reducescatterBatch(const Plane& plane, const std::vector<Item>& items);
   Status alltoall(const Response& r, LocalOp& op);
-  // The folded result into the outputs (LocalOp::foldedResult).
+  // The folded result into the outputs (LocalOp::foldedResult), per kind.
   Status takeFoldedAllreduce(const Response& r, const LocalOp& op);
+  Status takeFoldedAllgather(const Response& r, LocalOp& op);
+  Status takeFoldedBroadcast(const Response& r, const LocalOp& op);
+  Status takeFoldedReducescatter(const Response& r, LocalOp& op);
   Status takeFoldedAlltoall(const Response& r, const LocalOp& op,
                             const std::vector<size_t>& recvBytes, void* out);
-  // The result of a batch's lone operation that rode in its round's readiness exchange (the
-  // small-message fold, negotiator.cc; LocalOp::foldedResult), or null.
-  static const void* foldedResult(const std::vector<Item>& items);
   Status submitAndWait(backends::PendingPtr pending, size_t bytes, size_t tensors);
   // Waits for a data-plane step within the communicator's bounds (wait_); one given up on is
   // kept until the process exits (its buffers are the batch's: a fusion lease is abandoned)
@@ -111,6 +112,7 @@ class Executor {
     std::vector<Status> statuses;
     std::vector<std::pair<size_t, size_t>> batches;
     std::vector<size_t> sendBytes, recvBytes;  // alltoall's per-rank byte counts
+    std::vector<void*> outputs;                 // a folded allgather's, per member
   } reused_;
 };
 

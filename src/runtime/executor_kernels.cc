@@ -45,19 +45,6 @@ Status callerOutput(LocalOp& op, size_t m, const Shape& shape, void** data) {
 
 }  // namespace executor_detail
 
-const void* Executor::foldedResult(const std::vector<Item>& items) {
-  // Every member of the one operation (a group's too), else the batch runs as usual (on every
-  // rank alike: the batches are cut from negotiated sizes).
-  if (items.empty() || items[0].op == nullptr || items[0].op->foldedResult == nullptr ||
-      items.size() != items[0].op->spec.members.size()) {
-    return nullptr;
-  }
-  for (const Item& it : items) {
-    if (it.op != items[0].op) return nullptr;
-  }
-  return items[0].op->foldedResult;
-}
-
 Status Executor::allreduceBatch(const Plane& plane, const std::vector<Item>& items) {
   const OpSpec& spec = items[0].response->spec;
   const DataType dtype = items[0].dtype();
@@ -69,8 +56,6 @@ Status Executor::allreduceBatch(const Plane& plane, const std::vector<Item>& ite
   for (const Item& it : items) total += it.elements();
   if (total == 0) return Status::ok();
 
-  // (Executor::execute takes a lone folded allreduce before it gets here.)
-  if (foldedResult(items) != nullptr) return takeFoldedAllreduce(*items[0].response, *items[0].op);
   Scratch& scratch = *plane.scratch;
   uint8_t* buffer = nullptr;
   const void* send = nullptr;  // null: reduce in place in `buffer`
@@ -147,14 +132,8 @@ Status Executor::allgatherBatch(const Plane& plane, const std::vector<Item>& ite
   size_t myOffset = 0;
   for (size_t r = 0; r < me; ++r) myOffset += perRank[r];
   // What every rank gathered, rank after rank, each rank's members in order.
-  const auto* gathered = static_cast<const uint8_t*>(foldedResult(items));
-  if (gathered != nullptr) {
-    // Every rank's part rode in the round's readiness exchange (the small-message fold,
-    // negotiator.cc): the ranks' headers agreed, so every part has this rank's size, as the
-    // negotiated rows say.
-    if (total != perRank[me] * n) return internalError("a folded allgather of unequal parts");
-    stats_.foldedOps.fetch_add(1, std::memory_order_relaxed);
-  } else if (items.size() == 1) {  // straight from the input into the output
+  const uint8_t* gathered = nullptr;
+  if (items.size() == 1) {  // straight from the input into the output
     const Item& it = items[0];
     const void* in = it.input().data;
     auto* out = static_cast<uint8_t*>(it.output);
@@ -165,7 +144,7 @@ Status Executor::allgatherBatch(const Plane& plane, const std::vector<Item>& ite
       return submitAndWait(plane.collectives->allgatherv(in, perRank[me], out, perRank), total, 1);
     }
   }
-  if (gathered == nullptr) {
+  {
     Scratch& scratch = *plane.scratch;
     HCOLL_RETURN_IF_ERROR(scratch.allocate(plane.key, total, config_.fusionThresholdBytes));
     uint8_t* buffer = scratch.data();
@@ -198,11 +177,6 @@ Status Executor::broadcastBatch(const Plane& plane, const std::vector<Item>& ite
   size_t total = 0;
   for (const Item& it : items) total += it.elements() * dataTypeSize(it.dtype());
   if (total == 0) return Status::ok();
-  if (const void* folded = foldedResult(items)) {  // the root's buffer rode in the readiness
-    if (rank_ != root) std::memcpy(items[0].input().data, folded, total);
-    stats_.foldedOps.fetch_add(1, std::memory_order_relaxed);
-    return Status::ok();
-  }
   if (items.size() == 1) {
     return submitAndWait(plane.collectives->broadcast(items[0].input().data, total, root), total,
                          1);
@@ -258,15 +232,7 @@ Status Executor::reducescatterBatch(const Plane& plane, const std::vector<Item>&
   Scratch& scratch = *plane.scratch;
   uint8_t* recv = nullptr;
   const void* send = nullptr;
-  // The whole reduction rode in the round's readiness exchange (prescale 1): this rank's part
-  // of it is the result, scaled below.
-  const auto* folded = static_cast<const uint8_t*>(foldedResult(items));
-  if (folded != nullptr) {
-    size_t before = 0;
-    for (int r = 0; r < rank_; ++r) before += counts[static_cast<size_t>(r)];
-    recv = const_cast<uint8_t*>(folded) + before * elementSize;  // read only, below
-    stats_.foldedOps.fetch_add(1, std::memory_order_relaxed);
-  } else if (direct) {
+  if (direct) {
     send = items[0].input().data;
     recv = static_cast<uint8_t*>(items[0].output);
   } else {
@@ -289,11 +255,9 @@ Status Executor::reducescatterBatch(const Plane& plane, const std::vector<Item>&
     send = buffer;
     recv = buffer + total * elementSize;
   }
-  if (folded == nullptr) {
-    HCOLL_RETURN_IF_ERROR(
-        submitAndWait(plane.collectives->reduceScatter(send, recv, counts, dtype, spec.op),
-                      total * elementSize, items.size()));
-  }
+  HCOLL_RETURN_IF_ERROR(
+      submitAndWait(plane.collectives->reduceScatter(send, recv, counts, dtype, spec.op),
+                    total * elementSize, items.size()));
   size_t offset = 0;
   for (const Item& it : items) {
     const size_t count = static_cast<size_t>(scatterRows(it.spec().shape[0], size_, rank_) *
@@ -304,49 +268,6 @@ Status Executor::reducescatterBatch(const Plane& plane, const std::vector<Item>&
       HCOLL_RETURN_IF_ERROR(plane.memory->normalizeBool(it.output, count));
     offset += count;
   }
-  return Status::ok();
-}
-
-// The reduction rode in the round's readiness exchange (host memory, one tensor, prescale 1): the
-// copy into the caller's output with the postscale is what is left.
-Status Executor::takeFoldedAllreduce(const Response& r, const LocalOp& op) {
-  const MemberSpec& member = r.spec.members[0];
-  const size_t count = static_cast<size_t>(numElements(member.shape));
-  // Average divides the postscale factor by the size, as allreduceBatch does.
-  const double postscale =
-      r.spec.op == ReduceOp::kAverage ? r.spec.postscale / size_ : r.spec.postscale;
-  void* out = op.outputs[0].data;
-  backends::MemoryOps& memory = backends::hostMemoryOps();
-  HCOLL_RETURN_IF_ERROR(memory.scaleCopy(out, op.foldedResult, count, member.dtype, postscale));
-  if (member.dtype == DataType::kBool) HCOLL_RETURN_IF_ERROR(memory.normalizeBool(out, count));
-  stats_.foldedOps.fetch_add(1, std::memory_order_relaxed);
-  return Status::ok();
-}
-
-// Every rank's whole input rode in the round's readiness exchange, rank after rank (the ranks'
-// headers agreed, so every input has this rank's size): rank j's rows for this rank follow the
-// rows it sends to the ranks before this one.
-Status Executor::takeFoldedAlltoall(const Response& r, const LocalOp& op,
-                                    const std::vector<size_t>& recvBytes, void* out) {
-  const size_t n = static_cast<size_t>(size_);
-  const size_t me = static_cast<size_t>(rank_);
-  const MemberSpec& local = op.spec.members[0];
-  const size_t elementSize = dataTypeSize(local.dtype);
-  const size_t rowBytes = static_cast<size_t>(rowElements(local.shape)) * elementSize;
-  const size_t inputBytes = static_cast<size_t>(numElements(local.shape)) * elementSize;
-  const auto* folded = static_cast<const uint8_t*>(op.foldedResult);
-  auto* to = static_cast<uint8_t*>(out);
-  for (size_t j = 0; j < n; ++j) {
-    size_t skipped = 0;
-    for (size_t k = 0; k < me; ++k) skipped += static_cast<size_t>(r.splitMatrix[j * n + k]);
-    if (skipped * rowBytes + recvBytes[j] > inputBytes) {
-      return internalError("a folded alltoall whose splits exceed rank " + std::to_string(j) +
-                           "'s input");
-    }
-    std::memcpy(to, folded + j * inputBytes + skipped * rowBytes, recvBytes[j]);
-    to += recvBytes[j];
-  }
-  stats_.foldedOps.fetch_add(1, std::memory_order_relaxed);
   return Status::ok();
 }
 
@@ -369,6 +290,18 @@ Status Executor::alltoall(const Response& r, LocalOp& op) {
   }
   Shape shape = local.shape;
   shape[0] = rows;
+  std::vector<std::vector<int64_t>> splits;  // not {std::move(received)}: that copies it
+  if (op.foldedResult != nullptr) {  // the whole exchange rode in the round (executor_folded.cc)
+    void* out = nullptr;
+    HCOLL_RETURN_IF_ERROR(
+        op.outputs.empty()
+            ? op.request->addOutput(local.dtype, shape, op.spec.device, op.inputs[0].stream, &out)
+            : callerOutput(op, 0, shape, &out));
+    HCOLL_RETURN_IF_ERROR(takeFoldedAlltoall(r, op, recvBytes, out));
+    splits.push_back(std::move(received));
+    op.request->setReceivedSplits(std::move(splits));
+    return Status::ok();
+  }
   Plane plane;
   HCOLL_RETURN_IF_ERROR(planeFor(op.inputs[0].device, &plane));
   Scratch deviceFallback;  // outlives endPlane's fence (see Plane::scratch)
@@ -391,7 +324,6 @@ Status Executor::alltoall(const Response& r, LocalOp& op) {
         out = fallback.get();
       }
     }
-    if (op.foldedResult != nullptr) return takeFoldedAlltoall(r, op, recvBytes, out);
     size_t total = 0;
     for (size_t b : sendBytes) total += b;
     // The whole matrix (the same on every rank) decides, so every rank takes the same path.
@@ -404,7 +336,6 @@ Status Executor::alltoall(const Response& r, LocalOp& op) {
   });
   if (!failure_.isOk()) (void)fallback.release();  // a step given up on may still write it
   HCOLL_RETURN_IF_ERROR(s);
-  std::vector<std::vector<int64_t>> splits;  // not {std::move(received)}: that copies it
   splits.push_back(std::move(received));
   op.request->setReceivedSplits(std::move(splits));
   return allocated;

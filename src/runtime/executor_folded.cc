@@ -1,0 +1,175 @@
+// The small-message fold's results. The negotiator folds a lone cached host operation into its
+// round's readiness exchange (negotiator.cc; LocalOp::foldedResult): when the fold stands, the
+// round holds that one operation and its whole result is already here. What is left is local:
+// unpack it into the outputs. Straight from execute(), without the batching machinery of
+// runFusible (a third of an 8-byte allreduce's own work went there), and with nothing collective
+// left, a failure here (an output the user's allocator refused) is this rank's alone.
+#include <cstring>
+
+#include "runtime/executor_internal.h"
+
+namespace hcoll::runtime {
+
+using executor_detail::callerOutput;
+
+namespace {
+
+// The postscale factor as the batches apply it: average divides it by the size, as Horovod does
+// (not x 1/size: the factor must round the same way).
+double postscaleOf(const OpSpec& spec, int size) {
+  return spec.op == ReduceOp::kAverage ? spec.postscale / size : spec.postscale;
+}
+
+// Member m's output for a result of `shape`: the caller's (*_into) or a new one of the request.
+Status outputFor(LocalOp& op, size_t m, const Shape& shape, void** out) {
+  if (!op.outputs.empty()) return callerOutput(op, m, shape, out);
+  return op.request->addOutput(op.spec.members[m].dtype, shape, op.spec.device,
+                               op.inputs[m].stream, out);
+}
+
+}  // namespace
+
+bool Executor::runFolded(const Response& r, PendingOps& pending) {
+  if (r.error != Code::kSuccess) return false;
+  LocalOp* op = pending.find(r.spec.name);
+  if (op == nullptr || op->foldedResult == nullptr) return false;
+  const bool timed = timeline_ && timeline_->active();
+  const auto start = timed ? std::chrono::steady_clock::now()
+                           : std::chrono::steady_clock::time_point{};
+  Status s;
+  switch (r.spec.kind) {
+    case OpKind::kAllreduce:
+      s = takeFoldedAllreduce(r, *op);
+      break;
+    case OpKind::kAllgather:
+      s = takeFoldedAllgather(r, *op);
+      break;
+    case OpKind::kBroadcast:
+      s = takeFoldedBroadcast(r, *op);
+      break;
+    case OpKind::kReducescatter:
+      s = takeFoldedReducescatter(r, *op);
+      break;
+    case OpKind::kAlltoall:
+      s = alltoall(r, *op);  // its output and received splits are alltoall()'s either way
+      break;
+    default:
+      s = internalError(std::string("a folded ") + opKindName(r.spec.kind));
+      break;
+  }
+  if (timed) recordExecution({op}, r.spec.kind, 1, start);
+  if (s.isOk()) stats_.foldedOps.fetch_add(1, std::memory_order_relaxed);
+  finish_(pending.take(r.spec.name), s);
+  return true;
+}
+
+// The reduction into the caller's output, with the postscale.
+Status Executor::takeFoldedAllreduce(const Response& r, const LocalOp& op) {
+  if (op.outputs.size() != 1) return internalError("a folded allreduce without one output");
+  const MemberSpec& member = r.spec.members[0];
+  const size_t count = static_cast<size_t>(numElements(member.shape));
+  void* out = op.outputs[0].data;
+  backends::MemoryOps& memory = backends::hostMemoryOps();
+  HCOLL_RETURN_IF_ERROR(
+      memory.scaleCopy(out, op.foldedResult, count, member.dtype, postscaleOf(r.spec, size_)));
+  if (member.dtype == DataType::kBool) HCOLL_RETURN_IF_ERROR(memory.normalizeBool(out, count));
+  return Status::ok();
+}
+
+// Every rank's members one after another, rank after rank (the ranks' headers agreed, so every
+// rank's part has this rank's size, as the negotiated rows say): each member's output gets every
+// rank's rows of it.
+Status Executor::takeFoldedAllgather(const Response& r, LocalOp& op) {
+  const size_t n = static_cast<size_t>(size_);
+  const size_t members = r.spec.members.size();
+  auto rowBytes = [&](size_t m) {
+    const MemberSpec& spec = r.spec.members[m];
+    return static_cast<size_t>(rowElements(spec.shape)) * dataTypeSize(spec.dtype);
+  };
+  auto bytesOf = [&](size_t m, size_t rank) {
+    return static_cast<size_t>(r.dim0PerRank[m * n + rank]) * rowBytes(m);
+  };
+  size_t mine = 0, total = 0;
+  for (size_t m = 0; m < members; ++m) {
+    for (size_t rank = 0; rank < n; ++rank) total += bytesOf(m, rank);
+    mine += bytesOf(m, static_cast<size_t>(rank_));
+  }
+  if (total != mine * n) return internalError("a folded allgather of unequal parts");
+  std::vector<void*>& outputs = reused_.outputs;
+  outputs.assign(members, nullptr);
+  for (size_t m = 0; m < members; ++m) {
+    Shape shape = r.spec.members[m].shape;
+    shape[0] = 0;
+    for (size_t rank = 0; rank < n; ++rank) shape[0] += r.dim0PerRank[m * n + rank];
+    HCOLL_RETURN_IF_ERROR(outputFor(op, m, shape, &outputs[m]));
+  }
+  const auto* gathered = static_cast<const uint8_t*>(op.foldedResult);
+  std::vector<size_t>& written = reused_.sendBytes;  // per member, bytes written so far
+  written.assign(members, 0);
+  for (size_t rank = 0; rank < n; ++rank) {
+    for (size_t m = 0; m < members; ++m) {
+      const size_t bytes = bytesOf(m, rank);
+      if (bytes != 0) std::memcpy(static_cast<uint8_t*>(outputs[m]) + written[m], gathered, bytes);
+      written[m] += bytes;
+      gathered += bytes;
+    }
+  }
+  return Status::ok();
+}
+
+// The root's buffer, into this rank's (the root's own is unchanged).
+Status Executor::takeFoldedBroadcast(const Response& r, const LocalOp& op) {
+  if (op.inputs.size() != 1) return internalError("a folded broadcast of a group");
+  const MemberSpec& member = r.spec.members[0];
+  const size_t bytes = static_cast<size_t>(numElements(member.shape)) * dataTypeSize(member.dtype);
+  if (rank_ != r.spec.root && bytes != 0) std::memcpy(op.inputs[0].data, op.foldedResult, bytes);
+  return Status::ok();
+}
+
+// The whole reduction (prescale 1): this rank's rows of it, with the postscale.
+Status Executor::takeFoldedReducescatter(const Response& r, LocalOp& op) {
+  if (op.inputs.size() != 1) return internalError("a folded reducescatter of a group");
+  const MemberSpec& member = r.spec.members[0];
+  const size_t elementSize = dataTypeSize(member.dtype);
+  const int64_t d0 = member.shape[0];
+  const size_t row = static_cast<size_t>(rowElements(member.shape));
+  const size_t before = static_cast<size_t>(scatterOffset(d0, size_, rank_)) * row;
+  const size_t count = static_cast<size_t>(scatterRows(d0, size_, rank_)) * row;
+  Shape shape = member.shape;
+  shape[0] = scatterRows(d0, size_, rank_);
+  void* out = nullptr;
+  HCOLL_RETURN_IF_ERROR(outputFor(op, 0, shape, &out));
+  const auto* part = static_cast<const uint8_t*>(op.foldedResult) + before * elementSize;
+  backends::MemoryOps& memory = backends::hostMemoryOps();
+  HCOLL_RETURN_IF_ERROR(
+      memory.scaleCopy(out, part, count, member.dtype, postscaleOf(r.spec, size_)));
+  if (member.dtype == DataType::kBool) HCOLL_RETURN_IF_ERROR(memory.normalizeBool(out, count));
+  return Status::ok();
+}
+
+// Every rank's whole input, rank after rank (the ranks' headers agreed, so every input has this
+// rank's size): rank j's rows for this rank follow the rows it sends to the ranks before this one.
+Status Executor::takeFoldedAlltoall(const Response& r, const LocalOp& op,
+                                    const std::vector<size_t>& recvBytes, void* out) {
+  const size_t n = static_cast<size_t>(size_);
+  const size_t me = static_cast<size_t>(rank_);
+  const MemberSpec& local = op.spec.members[0];
+  const size_t elementSize = dataTypeSize(local.dtype);
+  const size_t rowBytes = static_cast<size_t>(rowElements(local.shape)) * elementSize;
+  const size_t inputBytes = static_cast<size_t>(numElements(local.shape)) * elementSize;
+  const auto* folded = static_cast<const uint8_t*>(op.foldedResult);
+  auto* to = static_cast<uint8_t*>(out);
+  for (size_t j = 0; j < n; ++j) {
+    size_t skipped = 0;
+    for (size_t k = 0; k < me; ++k) skipped += static_cast<size_t>(r.splitMatrix[j * n + k]);
+    if (skipped * rowBytes + recvBytes[j] > inputBytes) {
+      return internalError("a folded alltoall whose splits exceed rank " + std::to_string(j) +
+                           "'s input");
+    }
+    std::memcpy(to, folded + j * inputBytes + skipped * rowBytes, recvBytes[j]);
+    to += recvBytes[j];
+  }
+  return Status::ok();
+}
+
+}  // namespace hcoll::runtime
