@@ -129,7 +129,14 @@ Status Communicator::submit(std::unique_ptr<LocalOp> op) {
     op->callerDrivable = op->callerDrivable &&
                          (op->spec.device != kHostDevice || op->payloadBytes <= kCallerMaxBytes);
     if (op->callerDrivable) op->request->setProgress(seat_);
-    op->submittedAt = std::chrono::steady_clock::now();
+    // What the submission time is for: a batching window and a join's age (which rank joined
+    // last) and the timeline's spans need it precise; the claim window is dated by the thread
+    // when it first sees the operation (ProgressMode::takeAt); the recorder and the one-second
+    // announcement bound take the coarse clock (3 ns, not 25: a small operation's whole own
+    // work is a few hundred).
+    const bool precise = config_.cycleTimeMs > 0 || op->spec.kind == OpKind::kJoin ||
+                         (timeline_ != nullptr && timeline_->active());
+    op->submittedAt = precise ? std::chrono::steady_clock::now() : coarseNow();
     op->flightSeq = recorder_->submitted(op->spec, op->submittedAt);
     notify = progressMode_.wakesThread(op->callerDrivable);
     incoming_.push_back(std::move(op));

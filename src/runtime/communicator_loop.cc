@@ -148,7 +148,7 @@ Communicator::Wake Communicator::waitForWork(bool hadPending, bool productive) {
   while (!stopping()) {
     progressMode_.absorbSeatWanted(seat_->wanted);
     const auto now = Clock::now();
-    const auto at = progressMode_.takeAt(incoming_);
+    const auto at = progressMode_.takeAt(incoming_, now);
     if (progressMode_.takesWorkNow(now, at)) break;
     if (now >= nextNoticeCheck) {
       nextNoticeCheck = now + Liveness::kIdlePollInterval;
@@ -444,7 +444,10 @@ void Communicator::advanceRecorder(const std::vector<ResponsePtr>& responses,
                                    const PendingOps& pending, FlightState to,
                                    std::chrono::steady_clock::time_point at) {
   for (const ResponsePtr& r : responses) {
-    if (const LocalOp* op = pending.find(r->spec.name)) recorder_->advance(op->flightSeq, to, at);
+    const LocalOp* op = pending.find(r->spec.name);
+    // A folded operation has nothing left that could hang: its next state is done, in this same
+    // round, and the recorder dates the running state passed over alike.
+    if (op != nullptr && op->foldedResult == nullptr) recorder_->advance(op->flightSeq, to, at);
   }
 }
 

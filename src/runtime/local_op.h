@@ -26,7 +26,10 @@ struct LocalOp {
   // CUDA tensors: per member, the caller's stream as it was at submission.
   std::vector<backends::StreamMarkerPtr> markers;
   std::shared_ptr<Request> request;
-  std::chrono::steady_clock::time_point submittedAt;
+  std::chrono::steady_clock::time_point submittedAt;  // coarse unless needed (Communicator::submit)
+  // When the communicator's thread first saw it queued (unset: not yet): the claim window starts
+  // there (ProgressMode::takeAt).
+  std::chrono::steady_clock::time_point firstSeen;
   bool announced = false;  // sent to the coordinator in full
   // Automatically named: whether a round refused to replay it from the cache because the ranks'
   // automatically named calls differed; it then goes to the coordinator, which pairs calls by
@@ -53,6 +56,7 @@ struct LocalOp {
     markers.clear();
     request.reset();
     submittedAt = {};
+    firstSeen = {};
     announced = false;
     autoReplayRefused = false;
     callerDrivable = false;

@@ -71,16 +71,19 @@ class ProgressMode {
 
   // When submitted work becomes the thread's: Clock::time_point::max() when nothing is
   // submitted, min() (at once) in thread mode or for a non-drivable operation, else the end of
-  // the earliest submission's claim window. `ops` is a range of pointers to operations with
-  // `callerDrivable` and `submittedAt`.
+  // the earliest claim window. A window starts when the thread first sees the submission (its
+  // look at `now` dates every one not yet seen): a caller that reaches its wait within a window
+  // of that look drives its own operation. `ops` is a range of pointers to operations with
+  // `callerDrivable` and `firstSeen` (a default time point: not seen yet).
   template <typename Ops>
-  Clock::time_point takeAt(const Ops& ops) const {
+  Clock::time_point takeAt(const Ops& ops, Clock::time_point now) const {
     if (ops.empty()) return Clock::time_point::max();
     if (mode_ == Mode::kThread) return Clock::time_point::min();
     auto at = Clock::time_point::max();
     for (const auto& op : ops) {
       if (!op->callerDrivable) return Clock::time_point::min();
-      at = std::min(at, op->submittedAt + kClaimWindow);
+      if (op->firstSeen == Clock::time_point{}) op->firstSeen = now;
+      at = std::min(at, op->firstSeen + kClaimWindow);
     }
     return at;
   }

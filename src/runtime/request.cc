@@ -72,6 +72,11 @@ Code Request::wait(double timeoutSeconds) const {
   }
   std::unique_lock<std::mutex> lock(mutex_);
   auto finished = [this] { return code_ != Code::kInProgress; };
+  struct Sleeping {
+    std::atomic<int>& count;
+    explicit Sleeping(std::atomic<int>& c) : count(c) { count.fetch_add(1); }
+    ~Sleeping() { count.fetch_sub(1); }
+  } sleeping(sleepers_);
   if (forever) {
     done_.wait(lock, finished);
     return code_;
@@ -132,11 +137,23 @@ std::unique_ptr<backends::Channel> Request::takeNewChannel() {
 }
 
 void Request::complete(const Status& status) {
+  if (status.message().empty()) {  // the usual success: nothing for mutex_ to guard
+    Code expected = Code::kInProgress;
+    if (!code_.compare_exchange_strong(expected, status.code())) return;
+    if (sleepers_.load() == 0) return;
+    { std::lock_guard<std::mutex> lock(mutex_); }  // the sleeper is in its wait (it held mutex_)
+    done_.notify_all();
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (code_ != Code::kInProgress) return;
-    code_.store(status.code(), std::memory_order_release);
     message_ = status.message();
+    Code expected = Code::kInProgress;
+    if (!code_.compare_exchange_strong(expected, status.code())) {
+      message_.clear();  // completed meanwhile without a message: later calls are ignored
+      return;
+    }
   }
   done_.notify_all();
 }

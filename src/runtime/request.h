@@ -99,8 +99,13 @@ class Request {
  private:
   mutable std::mutex mutex_;
   mutable std::condition_variable done_;
-  std::atomic<Code> code_{Code::kInProgress};  // written under mutex_, read without it
-  std::string message_;
+  // Completion without a message (success) stores the code without mutex_, and takes it only
+  // to wake a waiter that sleeps: wait() counts itself in `sleepers_` (under mutex_) before it
+  // looks at the code a last time, complete() looks at `sleepers_` after it stored the code
+  // (both sequentially consistent), so one of the two sees the other.
+  std::atomic<Code> code_{Code::kInProgress};
+  mutable std::atomic<int> sleepers_{0};
+  std::string message_;  // under mutex_; written only with an error code
   bool releasedInFlight_ = false;  // under mutex_
   std::shared_ptr<const OutputAllocator> allocator_;
   std::vector<OutputTensor> outputs_;

@@ -16,7 +16,7 @@ namespace {
 
 struct FakeOp {
   bool callerDrivable;
-  Clock::time_point submittedAt;
+  Clock::time_point firstSeen;  // when the thread first saw it (default: not yet)
 };
 using Ops = std::vector<std::unique_ptr<FakeOp>>;
 
@@ -43,8 +43,8 @@ TEST_CASE("progress mode starts in thread mode: every submission wakes the threa
   CHECK(mode.wakesThread(false));
   const auto t0 = Clock::now();
   // Thread mode takes submitted work at once, drivable or not.
-  CHECK(mode.takeAt(ops({{true, t0}})) == Clock::time_point::min());
-  CHECK(mode.takesWorkNow(t0, mode.takeAt(ops({{true, t0}}))));
+  CHECK(mode.takeAt(ops({{true, t0}}), t0) == Clock::time_point::min());
+  CHECK(mode.takesWorkNow(t0, mode.takeAt(ops({{true, t0}}), t0)));
   CHECK(mode.mode() == Mode::kThread);
 }
 
@@ -79,7 +79,7 @@ TEST_CASE("driven: a drivable submission becomes the thread's after its claim wi
   drive(mode);
   const auto t0 = Clock::now();
   const Ops submitted = ops({{true, t0}, {true, t0 + std::chrono::microseconds(30)}});
-  const auto at = mode.takeAt(submitted);
+  const auto at = mode.takeAt(submitted, t0);
   CHECK(at == t0 + ProgressMode::kClaimWindow);  // the earliest window ends first
   CHECK_FALSE(mode.takesWorkNow(t0 + std::chrono::microseconds(99), at));
   CHECK(mode.mode() == Mode::kDriven);
@@ -89,12 +89,28 @@ TEST_CASE("driven: a drivable submission becomes the thread's after its claim wi
   CHECK(mode.wakesThread(true));
 }
 
+TEST_CASE("driven: a claim window starts when the thread first sees the submission",
+          "[progress_mode]") {
+  ProgressMode mode;
+  drive(mode);
+  const auto t0 = Clock::now();
+  const auto t1 = t0 + std::chrono::milliseconds(3);  // the thread's next look
+  Ops submitted = ops({{true, {}}});
+  const auto at = mode.takeAt(submitted, t1);
+  CHECK(submitted[0]->firstSeen == t1);  // dated by this look
+  CHECK(at == t1 + ProgressMode::kClaimWindow);
+  // A later look keeps the first date.
+  CHECK(mode.takeAt(submitted, t1 + std::chrono::microseconds(50)) == at);
+  CHECK_FALSE(mode.takesWorkNow(t1 + std::chrono::microseconds(50), at));
+  CHECK(mode.takesWorkNow(at, at));
+}
+
 TEST_CASE("driven: a non-drivable submission is taken at once and driven mode stays",
           "[progress_mode]") {
   ProgressMode mode;
   drive(mode);
   const auto t0 = Clock::now();
-  const auto at = mode.takeAt(ops({{true, t0}, {false, t0}}));
+  const auto at = mode.takeAt(ops({{true, t0}, {false, t0}}), t0);
   CHECK(at == Clock::time_point::min());
   CHECK(mode.takesWorkNow(t0, at));
   CHECK(mode.mode() == Mode::kDriven);
@@ -104,7 +120,7 @@ TEST_CASE("driven: the idle thread ticks, and quiet ticks end driven mode", "[pr
   ProgressMode mode;
   drive(mode);
   const auto t0 = Clock::now();
-  const auto nothing = mode.takeAt(Ops{});
+  const auto nothing = mode.takeAt(Ops{}, t0);
   CHECK(nothing == Clock::time_point::max());
   auto now = t0;
   for (int tick = 1; tick <= ProgressMode::kDrivenQuietTicks; ++tick) {
