@@ -248,11 +248,16 @@ void Communicator::drive(const Request& request, std::chrono::steady_clock::time
     if (request.test() != Code::kInProgress) break;
     claimed = claimForCaller(engine);
   }
+  // The engine is the seat's; only the queue needs the mutex, and nothing to hand over (the
+  // usual end of a small operation's wait) changes nothing there: a submission that lands just
+  // after this look is its own caller's to drive, as one landing just after the lock would be.
+  const bool engineLeft = engine.state.ended || !engine.pending.empty() ||
+                          engine.negotiator.roundInFlight();
+  if (!engineLeft && !hasIncoming_.load(std::memory_order_acquire)) return;
   bool leftWork;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    leftWork = engine.state.ended || !engine.pending.empty() ||
-               engine.negotiator.roundInFlight() || !incoming_.empty();
+    leftWork = engineLeft || !incoming_.empty();
     progressMode_.callerLeft(leftWork);
   }
   if (leftWork) wake_.notify_one();
@@ -324,8 +329,8 @@ Communicator::RoundOutcome Communicator::runRoundUnguarded(
                                 : std::chrono::steady_clock::time_point{};
   Status s = negotiator.round(pending, closing, &round, giveUpAt);
   if (s.code() == Code::kInProgress) return RoundOutcome::kHandedOver;
-  stats_.cycles.fetch_add(1, std::memory_order_relaxed);
-  if (state.lastRoundByCaller) stats_.callerRounds.fetch_add(1, std::memory_order_relaxed);
+  stats_.cycles.add(1);
+  if (state.lastRoundByCaller) stats_.callerRounds.add(1);
   if (!s.isOk()) {
     if (!liveness_.peerGone()) {
       log_->error("negotiation failed, communicator stops: {}", s.message());
@@ -338,8 +343,8 @@ Communicator::RoundOutcome Communicator::runRoundUnguarded(
     return RoundOutcome::kStop;
   }
   alignAutoNames(round.responses, round.fromCache);
-  if (round.slowPath) stats_.slowPath.fetch_add(1, std::memory_order_relaxed);
-  stats_.cacheHits.fetch_add(round.fromCache, std::memory_order_relaxed);
+  if (round.slowPath) stats_.slowPath.add(1);
+  stats_.cacheHits.add(round.fromCache);
   if (timed) recordRound(roundStart, round, pending);
   // Negotiated and now running: one step for the recorder (it dates both alike).
   advanceRecorder(round.responses, pending, FlightState::kRunning, coarseNow());

@@ -45,9 +45,9 @@ void Executor::recordExecution(const std::vector<const LocalOp*>& ops, OpKind ki
 }
 
 Status Executor::submitAndWait(backends::PendingPtr pending, size_t bytes, size_t tensors) {
-  stats_.backendCalls.fetch_add(1, std::memory_order_relaxed);
-  stats_.bytes.fetch_add(bytes, std::memory_order_relaxed);
-  if (tensors > 1) stats_.fusedTensors.fetch_add(tensors, std::memory_order_relaxed);
+  stats_.backendCalls.add(1);
+  stats_.bytes.add(bytes);
+  if (tensors > 1) stats_.fusedTensors.add(tensors);
   return waitData(std::move(pending));
 }
 

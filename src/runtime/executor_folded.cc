@@ -58,7 +58,7 @@ bool Executor::runFolded(const Response& r, PendingOps& pending) {
       break;
   }
   if (timed) recordExecution({op}, r.spec.kind, 1, start);
-  if (s.isOk()) stats_.foldedOps.fetch_add(1, std::memory_order_relaxed);
+  if (s.isOk()) stats_.foldedOps.add(1);
   finish_(pending.take(r.spec.name), s);
   return true;
 }

@@ -2,6 +2,8 @@
 // capacity for the next one the thread builds.
 #include "runtime/local_op.h"
 
+#include "common/thread_cache.h"
+
 namespace hcoll::runtime {
 namespace {
 
@@ -10,32 +12,21 @@ namespace {
 // that no caller on it will take, which costs nothing more.
 constexpr size_t kSpareOps = 8;
 
-// Set when this thread's spares are destroyed (thread exit): an operation finished later on the
-// thread (a communicator stopped from an exit handler) is then freed, not kept. Trivially
-// destructible, so it stays readable until the thread's storage goes.
-thread_local bool tSparesGone = false;
-
-struct Spares {
-  Spares() { ops.reserve(kSpareOps); }  // keeping one never allocates
-  ~Spares() { tSparesGone = true; }
-  std::vector<std::unique_ptr<LocalOp>> ops;
-};
-thread_local Spares tSpares;
+void disposeLocalOp(LocalOp* op) { delete op; }
+struct SpareOpsTag {};
+using SpareOps = ThreadCache<LocalOp, kSpareOps, SpareOpsTag, disposeLocalOp>;
 
 }  // namespace
 
 std::unique_ptr<LocalOp> makeLocalOp() {
-  if (tSparesGone || tSpares.ops.empty()) return std::make_unique<LocalOp>();
-  std::unique_ptr<LocalOp> op = std::move(tSpares.ops.back());
-  tSpares.ops.pop_back();
-  return op;
+  if (LocalOp* op = SpareOps::take()) return std::unique_ptr<LocalOp>(op);
+  return std::make_unique<LocalOp>();
 }
 
 void recycleLocalOp(std::unique_ptr<LocalOp> op) {
-  if (!op || tSparesGone || tSpares.ops.size() >= kSpareOps) return;
+  if (!op || !SpareOps::keep(op.get())) return;  // (not kept: freed here)
   // (Field by field: assigning a new LocalOp cost as much as the allocations saved.)
-  op->clearKeepingStorage();
-  tSpares.ops.push_back(std::move(op));
+  op.release()->clearKeepingStorage();
 }
 
 }  // namespace hcoll::runtime

@@ -6,16 +6,30 @@
 
 namespace hcoll::runtime {
 
+// Written only by whoever holds the communicator's seat (one thread at a time, ordered by the
+// seat's mutex), read by any thread: adding is a load and a store, not a locked read-modify-write
+// (about 5 ns each on the test VM, four of them per small operation).
+class SeatCounter {
+ public:
+  void add(uint64_t n) {
+    value_.store(value_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+  uint64_t load() const { return value_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<uint64_t> value_{0};
+};
+
 struct CommStats {
-  std::atomic<uint64_t> cycles{0};
-  std::atomic<uint64_t> slowPath{0};
-  std::atomic<uint64_t> cacheHits{0};
-  std::atomic<uint64_t> backendCalls{0};
-  std::atomic<uint64_t> fusedTensors{0};
-  std::atomic<uint64_t> bytes{0};
-  std::atomic<uint64_t> callerRounds{0};  // of cycles: run by a waiting caller (drive())
-  // Allreduces whose data rode in their round's readiness exchange (the small-message fold).
-  std::atomic<uint64_t> foldedOps{0};
+  SeatCounter cycles;
+  SeatCounter slowPath;
+  SeatCounter cacheHits;
+  SeatCounter backendCalls;
+  SeatCounter fusedTensors;
+  SeatCounter bytes;
+  SeatCounter callerRounds;  // of cycles: run by a waiting caller (drive())
+  // Operations whose data rode in their round's readiness exchange (the small-message fold).
+  SeatCounter foldedOps;
 };
 
 }  // namespace hcoll::runtime
