@@ -29,7 +29,7 @@ class Submission {
   }
 
   hcoll_status_t begin(hcoll_comm_t comm, const char* name, hcoll_request_t* req) {
-    if (hcoll_status_t s = resolveComm(function_, comm, &rt_, &comm_); s != HCOLL_SUCCESS) return s;
+    if (hcoll_status_t s = resolveComm(function_, comm, &comm_); s != HCOLL_SUCCESS) return s;
     if (req == nullptr)
       return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(function_) + ": req is NULL");
     if (hcoll_status_t s = checkName(function_, name); s != HCOLL_SUCCESS) return s;
@@ -235,7 +235,7 @@ class Submission {
   }
 
   hcoll_status_t submit() {
-    auto request = rt_->newRequest();
+    auto request = comm_->newRequest();
     op_->request = request;
     Status s = comm_->submit(std::move(op_));
     if (!s.isOk()) return toC(Status(s.code(), std::string(function_) + ": " + s.message()));
@@ -253,7 +253,6 @@ class Submission {
 
   const char* function_;
   std::unique_ptr<LocalOp> op_;
-  std::shared_ptr<Runtime> rt_;
   std::shared_ptr<Communicator> comm_;
   hcoll_request_t* req_ = nullptr;
 };

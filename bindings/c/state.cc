@@ -34,6 +34,14 @@ hcoll_status_t resolveComm(const char* function, hcoll_comm_t handle,
   return HCOLL_SUCCESS;
 }
 
+hcoll_status_t resolveComm(const char* function, hcoll_comm_t handle,
+                           std::shared_ptr<runtime::Communicator>* out) {
+  if (handle != HCOLL_COMM_NULL) *out = commTable().lookup(handle);
+  if (*out) return HCOLL_SUCCESS;
+  std::shared_ptr<runtime::Runtime> rt;
+  return resolveComm(function, handle, &rt, out);  // the error it is, with its message
+}
+
 namespace {
 
 hcoll_status_t findRequest(const char* function, hcoll_request_t handle, bool take,

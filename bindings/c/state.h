@@ -20,6 +20,13 @@ hcoll_status_t requireRuntime(const char* function, std::shared_ptr<runtime::Run
 hcoll_status_t resolveComm(const char* function, hcoll_comm_t handle,
                            std::shared_ptr<runtime::Runtime>* rt,
                            std::shared_ptr<runtime::Communicator>* out);
+// The same without the runtime, for a call that only needs the communicator (a collective: a
+// small one pays for every lock): the handle is looked at first, and only an invalid one asks
+// whether hcoll is initialized, to say which error it is. (A handle stays valid until its
+// communicator is destroyed or hcoll_shutdown has closed it: a collective that gets it then
+// fails with SHUT_DOWN.)
+hcoll_status_t resolveComm(const char* function, hcoll_comm_t handle,
+                           std::shared_ptr<runtime::Communicator>* out);
 hcoll_status_t resolveRequest(const char* function, hcoll_request_t handle,
                               std::shared_ptr<runtime::Request>* out);
 // resolveRequest, and the handle is invalidated in the same look at the table (one lock: a small

@@ -76,14 +76,16 @@ Status checkBackendLimits(const LocalOp& op, const backends::Channel& channel) {
 }  // namespace
 
 Communicator::Communicator(std::unique_ptr<backends::Channel> channel, const Config& config,
-                           Timeline* timeline, int timelineTrack)
+                           Timeline* timeline, int timelineTrack,
+                           std::shared_ptr<const OutputAllocator> outputs)
     : channel_(std::move(channel)),
       config_(config),
       liveness_(*channel_, config.stallShutdownSeconds),
       log_(logging::get("runtime")),
       timeline_(timeline),
       timelineTrack_(timelineTrack),
-      recorder_(std::make_shared<FlightRecorder>(channel_->rank(), channel_->size())) {
+      recorder_(std::make_shared<FlightRecorder>(channel_->rank(), channel_->size())),
+      outputs_(std::move(outputs)) {
   spareInFlight_.reserve(kSpareInFlight);  // keeping a node in finish() never allocates
   FlightRecorder::track(recorder_);
   thread_ = std::thread([this] { run(); });

@@ -44,11 +44,17 @@ struct StatsSnapshot {
 class Communicator {
  public:
   // `timeline` (may be null) outlives the communicator; `timelineTrack` is its track there.
+  // `outputs`: where the outputs of its requests come from (the runtime's allocator; null:
+  // the output pool).
   Communicator(std::unique_ptr<backends::Channel> channel, const Config& config,
-               Timeline* timeline = nullptr, int timelineTrack = -1);
+               Timeline* timeline = nullptr, int timelineTrack = -1,
+               std::shared_ptr<const OutputAllocator> outputs = nullptr);
   ~Communicator();  // aborts if close() was not called
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
+
+  // A request for an operation submitted here.
+  std::shared_ptr<Request> newRequest() const { return std::make_shared<Request>(outputs_); }
 
   int rank() const { return channel_->rank(); }
   int size() const { return channel_->size(); }
@@ -160,6 +166,7 @@ class Communicator {
   Timeline* timeline_;
   int timelineTrack_;
   std::shared_ptr<FlightRecorder> recorder_;
+  std::shared_ptr<const OutputAllocator> outputs_;
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;

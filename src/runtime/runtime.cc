@@ -149,7 +149,8 @@ Status Runtime::adopt(std::unique_ptr<backends::Channel> channel,
       std::string(worlds_.size() < hostedRanks_.size() ? "world" : "communicator") + " (" +
       std::to_string(channel->size()) + " ranks)");
   auto comm =
-      std::make_shared<Communicator>(std::move(channel), config_, timeline_.get(), timelineTrack);
+      std::make_shared<Communicator>(std::move(channel), config_, timeline_.get(), timelineTrack,
+                                     outputs_);
   {
     std::lock_guard<std::mutex> lock(commsMutex_);
     comms_.erase(std::remove_if(comms_.begin(), comms_.end(), [](auto& w) { return w.expired(); }),
