@@ -85,7 +85,8 @@ Communicator::Communicator(std::unique_ptr<backends::Channel> channel, const Con
       timeline_(timeline),
       timelineTrack_(timelineTrack),
       recorder_(std::make_shared<FlightRecorder>(channel_->rank(), channel_->size())),
-      outputs_(std::move(outputs)) {
+      outputs_(std::move(outputs)),
+      mutex_(recorder_->mutex()) {
   spareInFlight_.reserve(kSpareInFlight);  // keeping a node in finish() never allocates
   FlightRecorder::track(recorder_);
   thread_ = std::thread([this] { run(); });
@@ -139,7 +140,7 @@ Status Communicator::submit(std::unique_ptr<LocalOp> op) {
     const bool precise = config_.cycleTimeMs > 0 || op->spec.kind == OpKind::kJoin ||
                          (timeline_ != nullptr && timeline_->active());
     op->submittedAt = precise ? std::chrono::steady_clock::now() : coarseNow();
-    op->flightSeq = recorder_->submitted(op->spec, op->submittedAt);
+    op->flightSeq = recorder_->submittedLocked(op->spec, op->submittedAt);
     notify = progressMode_.wakesThread(op->callerDrivable);
     incoming_.push_back(std::move(op));
     hasIncoming_.store(true, std::memory_order_release);
@@ -164,8 +165,8 @@ void Communicator::finish(std::unique_ptr<LocalOp> op, const Status& status) {
     std::lock_guard<std::mutex> lock(mutex_);
     InFlightNames::node_type node = inFlight_.extract(op->spec.name);
     if (node && spareInFlight_.size() < kSpareInFlight) spareInFlight_.push_back(std::move(node));
+    recorder_->advanceLocked(op->flightSeq, FlightState::kDone, coarseNow(), status.code());
   }
-  recorder_->advance(op->flightSeq, FlightState::kDone, coarseNow(), status.code());
   op->request->complete(status);
   recycleLocalOp(std::move(op));
 }

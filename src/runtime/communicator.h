@@ -168,7 +168,8 @@ class Communicator {
   std::shared_ptr<FlightRecorder> recorder_;
   std::shared_ptr<const OutputAllocator> outputs_;
 
-  mutable std::mutex mutex_;
+  // The queue's mutex is the flight recorder's: every submission and completion touches both.
+  std::mutex& mutex_;
   std::condition_variable wake_;
   std::vector<std::unique_ptr<LocalOp>> incoming_;
   std::atomic<bool> hasIncoming_{false};  // incoming_ is non-empty (read without the mutex)

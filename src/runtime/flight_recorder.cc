@@ -51,13 +51,23 @@ FlightRecorder::FlightRecorder(int rank, int size)
     : id_(gNextId.fetch_add(1)), rank_(rank), size_(size) {}
 
 uint64_t FlightRecorder::submitted(const OpSpec& spec, Clock::time_point at) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return submittedLocked(spec, at);
+}
+
+void FlightRecorder::advance(uint64_t seq, FlightState state, Clock::time_point at, Code code) {
+  if (seq == 0) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  advanceLocked(seq, state, at, code);
+}
+
+uint64_t FlightRecorder::submittedLocked(const OpSpec& spec, Clock::time_point at) {
   uint64_t elements = 0, bytes = 0;
   for (const MemberSpec& m : spec.members) {
     uint64_t n = static_cast<uint64_t>(numElements(m.shape));
     elements += n;
     bytes += n * dataTypeSize(m.dtype);
   }
-  std::lock_guard<std::mutex> lock(mutex_);
   const uint64_t seq = nextSeq_++;
   Entry& e = ring_[seq % kCapacity];
   e.seq = seq;
@@ -76,9 +86,9 @@ uint64_t FlightRecorder::submitted(const OpSpec& spec, Clock::time_point at) {
   return seq;
 }
 
-void FlightRecorder::advance(uint64_t seq, FlightState state, Clock::time_point at, Code code) {
+void FlightRecorder::advanceLocked(uint64_t seq, FlightState state, Clock::time_point at,
+                                   Code code) {
   if (seq == 0) return;
-  std::lock_guard<std::mutex> lock(mutex_);
   Entry& e = ring_[seq % kCapacity];
   if (e.seq != seq) return;
   // Later states are dated by the coarse clock (common/coarse_clock.h), up to a tick behind the

@@ -38,10 +38,16 @@ class FlightRecorder {
   // Records an operation submitted at `at` and returns its sequence number (never 0).
   uint64_t submitted(const OpSpec& spec, std::chrono::steady_clock::time_point at);
   // Advances operation `seq` (ignored once the ring overwrote it) at `at`, and any state it
-  // passed over; `code` matters for kDone. (The times come from the caller: a clock read costs as much as the rest here, and
-  // a round's operations change state together.)
+  // passed over; `code` matters for kDone. (The times come from the caller: a clock read costs
+  // as much as the rest here, and a round's operations change state together.)
   void advance(uint64_t seq, FlightState state, std::chrono::steady_clock::time_point at,
                Code code = Code::kSuccess);
+  // The same for a caller that holds mutex(): a communicator guards its queue with the
+  // recorder's mutex (every submission and completion touches both: one lock, not two).
+  std::mutex& mutex() const { return mutex_; }
+  uint64_t submittedLocked(const OpSpec& spec, std::chrono::steady_clock::time_point at);
+  void advanceLocked(uint64_t seq, FlightState state, std::chrono::steady_clock::time_point at,
+                     Code code = Code::kSuccess);
 
   // Human-readable lines, oldest first, and a header naming the communicator.
   std::vector<std::string> describe() const;
