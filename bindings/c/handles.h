@@ -8,6 +8,8 @@
 #include <mutex>
 #include <vector>
 
+#include "common/spin_lock.h"
+
 namespace hcoll::bindings {
 
 template <class T>
@@ -16,7 +18,7 @@ class HandleTable {
   explicit HandleTable(uint64_t tag) : tag_(tag & 0xf) {}
 
   uintptr_t insert(std::shared_ptr<T> object) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<SpinLock> lock(lock_);
     uint32_t index;
     if (!free_.empty()) {
       index = free_.back();
@@ -30,14 +32,14 @@ class HandleTable {
   }
 
   std::shared_ptr<T> lookup(const void* handle) const {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<SpinLock> lock(lock_);
     const Slot* slot = find(handle);
     return slot ? slot->object : nullptr;
   }
 
   // Invalidates the handle; returns its object (null if the handle was not valid).
   std::shared_ptr<T> remove(const void* handle) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<SpinLock> lock(lock_);
     Slot* slot = const_cast<Slot*>(find(handle));
     if (!slot) return nullptr;
     auto object = std::move(slot->object);
@@ -47,7 +49,7 @@ class HandleTable {
 
   // Invalidates every handle; returns the objects so the caller decides when they die.
   std::vector<std::shared_ptr<T>> clear() {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<SpinLock> lock(lock_);
     std::vector<std::shared_ptr<T>> objects;
     for (uint32_t i = 0; i < slots_.size(); ++i) {
       if (slots_[i].object) {
@@ -87,7 +89,8 @@ class HandleTable {
   }
 
   const uint64_t tag_;
-  mutable std::mutex mutex_;
+  // Every call of the C API looks a handle up: a spin lock (common/spin_lock.h), not a mutex.
+  mutable SpinLock lock_;
   std::vector<Slot> slots_;
   std::vector<uint32_t> free_;
 };
