@@ -101,7 +101,7 @@ Status Communicator::submit(std::unique_ptr<LocalOp> op) {
   HCOLL_RETURN_IF_ERROR(markCallerStreams(*op));
   bool notify = true;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<SpinLock> lock(mutex_);
     if (!brokenReason_.empty()) {
       return shutDown("the communicator is unusable: " + brokenReason_);
     }
@@ -162,7 +162,7 @@ bool Communicator::markInFlight(const std::string& name) {
 void Communicator::finish(std::unique_ptr<LocalOp> op, const Status& status) {
   if (!op) return;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<SpinLock> lock(mutex_);
     InFlightNames::node_type node = inFlight_.extract(op->spec.name);
     if (node && spareInFlight_.size() < kSpareInFlight) spareInFlight_.push_back(std::move(node));
     recorder_->advanceLocked(op->flightSeq, FlightState::kDone, coarseNow(), status.code());
@@ -173,7 +173,7 @@ void Communicator::finish(std::unique_ptr<LocalOp> op, const Status& status) {
 
 void Communicator::beginClose() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<SpinLock> lock(mutex_);
     closing_ = true;
     closeRequested_.store(true);
   }
@@ -216,7 +216,7 @@ StatsSnapshot Communicator::stats() const {
   s.bytes = stats_.bytes.load();
   s.callerRounds = stats_.callerRounds.load();
   s.foldedOps = stats_.foldedOps.load();
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> lock(mutex_);
   s.queueDepth = inFlight_.size();
   return s;
 }

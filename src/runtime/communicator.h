@@ -169,8 +169,8 @@ class Communicator {
   std::shared_ptr<const OutputAllocator> outputs_;
 
   // The queue's mutex is the flight recorder's: every submission and completion touches both.
-  std::mutex& mutex_;
-  std::condition_variable wake_;
+  SpinLock& mutex_;
+  std::condition_variable_any wake_;  // (any: mutex_ is a spin lock)
   std::vector<std::unique_ptr<LocalOp>> incoming_;
   std::atomic<bool> hasIncoming_{false};  // incoming_ is non-empty (read without the mutex)
   static constexpr std::chrono::microseconds kIdlePoll{50};  // poll for more work before sleeping

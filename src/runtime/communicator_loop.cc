@@ -121,7 +121,7 @@ Communicator::Wake Communicator::waitForWork(bool hadPending, bool productive) {
       std::chrono::duration<double, std::milli>(config_.cycleTimeMs));
   const auto unmatchedPause =
       std::max<std::chrono::steady_clock::duration>(window, std::chrono::milliseconds(1));
-  std::unique_lock<std::mutex> lock(mutex_);
+  std::unique_lock<SpinLock> lock(mutex_);
   auto stopping = [this] { return closing_ || abort_.load() || progressMode_.handedOver(); };
   auto woken = [&] { return !incoming_.empty() || stopping(); };
   if (hadPending) {
@@ -175,7 +175,7 @@ bool Communicator::collectWork(Engine& engine, const Wake& wake, bool* closing) 
   LoopState& state = engine.state;
   const auto window = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double, std::milli>(config_.cycleTimeMs));
-  std::unique_lock<std::mutex> lock(mutex_);
+  std::unique_lock<SpinLock> lock(mutex_);
   if (abort_.load()) {
     state.tellPeers = true;
     return false;
@@ -214,7 +214,7 @@ void Communicator::Seat::drive(const Request& request,
 }
 
 bool Communicator::claimForCaller(Engine& engine) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> lock(mutex_);
   if (closing_ || stopped_ || abort_.load() || engine.state.ended) return false;
   size_t bytes = 0;
   auto drivable = [&bytes](const std::unique_ptr<LocalOp>& op) {
@@ -256,7 +256,7 @@ void Communicator::drive(const Request& request, std::chrono::steady_clock::time
   if (!engineLeft && !hasIncoming_.load(std::memory_order_acquire)) return;
   bool leftWork;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<SpinLock> lock(mutex_);
     leftWork = engineLeft || !incoming_.empty();
     progressMode_.callerLeft(leftWork);
   }
@@ -432,7 +432,7 @@ void Communicator::stop(PendingOps& pending, LoopState& state) {
   if (state.peerStuck) gTroubledCommunicators.store(true);
   if (!state.closedTogether) gPartedCommunicators.store(true);
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<SpinLock> lock(mutex_);
     stopped_ = true;
     if (state.broken) brokenReason_ = state.endStatus.message();
     for (auto& op : incoming_) pending.add(std::move(op));
@@ -462,7 +462,7 @@ void Communicator::alignAutoNames(const std::vector<ResponsePtr>& responses, siz
   const auto begin = responses.begin() + static_cast<std::ptrdiff_t>(first);
   if (std::none_of(begin, responses.end(), [](const ResponsePtr& r) { return r->spec.autoNamed; }))
     return;
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> lock(mutex_);
   for (auto it = begin; it != responses.end(); ++it) {
     const ResponsePtr& r = *it;
     // In flight here (pending or just submitted): this rank named it itself, so its counter is

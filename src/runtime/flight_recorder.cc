@@ -51,13 +51,13 @@ FlightRecorder::FlightRecorder(int rank, int size)
     : id_(gNextId.fetch_add(1)), rank_(rank), size_(size) {}
 
 uint64_t FlightRecorder::submitted(const OpSpec& spec, Clock::time_point at) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> lock(mutex_);
   return submittedLocked(spec, at);
 }
 
 void FlightRecorder::advance(uint64_t seq, FlightState state, Clock::time_point at, Code code) {
   if (seq == 0) return;
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> lock(mutex_);
   advanceLocked(seq, state, at, code);
 }
 
@@ -112,7 +112,7 @@ std::vector<std::string> FlightRecorder::describe() const {
     std::snprintf(buf, sizeof buf, "%.3f", std::chrono::duration<double>(now - t).count());
     return std::string(buf);
   };
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> lock(mutex_);
   char header[160];
   std::snprintf(header, sizeof header,
                 "flight recorder: communicator #%d (rank %d of %d), last %llu operations "

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "common/spin_lock.h"
 #include "runtime/message.h"
 #include "common/status.h"
 
@@ -44,7 +45,7 @@ class FlightRecorder {
                Code code = Code::kSuccess);
   // The same for a caller that holds mutex(): a communicator guards its queue with the
   // recorder's mutex (every submission and completion touches both: one lock, not two).
-  std::mutex& mutex() const { return mutex_; }
+  SpinLock& mutex() const { return mutex_; }
   uint64_t submittedLocked(const OpSpec& spec, std::chrono::steady_clock::time_point at);
   void advanceLocked(uint64_t seq, FlightState state, std::chrono::steady_clock::time_point at,
                      Code code = Code::kSuccess);
@@ -82,7 +83,9 @@ class FlightRecorder {
   const int id_;
   const int rank_;
   const int size_;
-  mutable std::mutex mutex_;
+  // A spin lock (common/spin_lock.h): every submission and completion takes it, for a few
+  // stores; only a dump holds it longer.
+  mutable SpinLock mutex_;
   uint64_t nextSeq_ = 1;
   std::array<Entry, kCapacity> ring_{};
 };
