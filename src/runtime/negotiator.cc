@@ -316,8 +316,16 @@ Status Negotiator::replayCached(size_t slots, RoundResult* out) {
   // fromCache responses.
   replayedSlots_.clear();
   size_t nextAuto = 0;
-  for (size_t slot = 0; slot < slots; ++slot) {
-    if (!isSet(slot)) continue;
+  // The set bits only, in slot order: a round looks at the slots every rank marked, not at
+  // every slot of the cache (an application caches hundreds of tensors; a round replays a few).
+  setSlots_.clear();
+  for (size_t w = 0; w < (slots + 63) / 64; ++w) {
+    for (uint64_t bits = words_[kFirstSlotWord + w]; bits != 0; bits &= bits - 1) {
+      const size_t slot = w * 64 + static_cast<size_t>(__builtin_ctzll(bits));
+      if (slot < slots) setSlots_.push_back(slot);
+    }
+  }
+  for (size_t slot : setSlots_) {
     const ResponsePtr& cached = cache_.shared(static_cast<int>(slot));
     if (!cached->spec.autoNamed) {
       out->responses.push_back(cached);

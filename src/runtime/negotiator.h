@@ -109,6 +109,7 @@ class Negotiator {
   std::set<std::string> warned_;
   std::vector<uint64_t> words_;
   std::vector<int> replayedSlots_;  // this round's cache hits (kept: no allocation per round)
+  std::vector<size_t> setSlots_;    // the slots every rank marked this round (kept likewise)
   // This round's automatically named calls marked in the words: (slot, the call's name); those
   // every rank marked (indices into autoMarks_, in slot order), whether the ranks' names agree
   // there, and the buffer of the name check that decides it when the round's check differs.
