@@ -104,7 +104,7 @@ Status Executor::takeFoldedAllgather(const Response& r, LocalOp& op) {
     HCOLL_RETURN_IF_ERROR(outputFor(op, m, shape, &outputs[m]));
   }
   const auto* gathered = static_cast<const uint8_t*>(op.foldedResult);
-  std::vector<size_t>& written = reused_.sendBytes;  // per member, bytes written so far
+  std::vector<size_t>& written = reused_.written;  // per member, bytes written so far
   written.assign(members, 0);
   for (size_t rank = 0; rank < n; ++rank) {
     for (size_t m = 0; m < members; ++m) {
