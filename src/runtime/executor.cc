@@ -118,6 +118,8 @@ void Executor::runFusible(const std::vector<const Response*>& run, PendingOps& p
   for (size_t k = 0; k < run.size(); ++k) {
     LocalOp* op = pending.find(run[k]->spec.name);
     ops.push_back(op);
+    const bool outputsPerMember = kind == OpKind::kAllgather || kind == OpKind::kReducescatter;
+    if (op && outputsPerMember) op->request->reserveOutputs(run[k]->spec.members.size());
     for (size_t m = 0; m < run[k]->spec.members.size(); ++m) {
       Item item(run[k], m, op);
       if (op && (kind == OpKind::kAllgather || kind == OpKind::kReducescatter)) {

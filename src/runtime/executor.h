@@ -112,8 +112,8 @@ class Executor {
     std::vector<Status> statuses;
     std::vector<std::pair<size_t, size_t>> batches;
     std::vector<size_t> sendBytes, recvBytes;  // alltoall's per-rank byte counts
-    std::vector<void*> outputs;                 // a folded allgather's, per member,
-    std::vector<size_t> written;                // and the bytes written into each so far
+    std::vector<void*> outputs;                 // a folded allgather's, per member: outputs,
+    std::vector<size_t> rowBytes, written;      // bytes of a row, bytes written so far
   } reused_;
 };
 

@@ -82,21 +82,23 @@ Status Executor::takeFoldedAllreduce(const Response& r, const LocalOp& op) {
 Status Executor::takeFoldedAllgather(const Response& r, LocalOp& op) {
   const size_t n = static_cast<size_t>(size_);
   const size_t members = r.spec.members.size();
-  auto rowBytes = [&](size_t m) {
-    const MemberSpec& spec = r.spec.members[m];
-    return static_cast<size_t>(rowElements(spec.shape)) * dataTypeSize(spec.dtype);
+  const auto rowsOf = [&](size_t m, size_t rank) {
+    return static_cast<size_t>(r.dim0PerRank[m * n + rank]);
   };
-  auto bytesOf = [&](size_t m, size_t rank) {
-    return static_cast<size_t>(r.dim0PerRank[m * n + rank]) * rowBytes(m);
-  };
+  // Per member: the bytes of one row, then (below) the output.
+  std::vector<size_t>& rowBytes = reused_.rowBytes;
+  rowBytes.resize(members);
   size_t mine = 0, total = 0;
   for (size_t m = 0; m < members; ++m) {
-    for (size_t rank = 0; rank < n; ++rank) total += bytesOf(m, rank);
-    mine += bytesOf(m, static_cast<size_t>(rank_));
+    const MemberSpec& spec = r.spec.members[m];
+    rowBytes[m] = static_cast<size_t>(rowElements(spec.shape)) * dataTypeSize(spec.dtype);
+    for (size_t rank = 0; rank < n; ++rank) total += rowsOf(m, rank) * rowBytes[m];
+    mine += rowsOf(m, static_cast<size_t>(rank_)) * rowBytes[m];
   }
   if (total != mine * n) return internalError("a folded allgather of unequal parts");
   std::vector<void*>& outputs = reused_.outputs;
   outputs.assign(members, nullptr);
+  op.request->reserveOutputs(members);
   for (size_t m = 0; m < members; ++m) {
     Shape shape = r.spec.members[m].shape;
     shape[0] = 0;
@@ -108,7 +110,7 @@ Status Executor::takeFoldedAllgather(const Response& r, LocalOp& op) {
   written.assign(members, 0);
   for (size_t rank = 0; rank < n; ++rank) {
     for (size_t m = 0; m < members; ++m) {
-      const size_t bytes = bytesOf(m, rank);
+      const size_t bytes = rowsOf(m, rank) * rowBytes[m];
       if (bytes != 0) std::memcpy(static_cast<uint8_t*>(outputs[m]) + written[m], gathered, bytes);
       written[m] += bytes;
       gathered += bytes;

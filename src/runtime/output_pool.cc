@@ -36,24 +36,26 @@ void* OutputPool::allocate(size_t bytes) {
 
 void OutputPool::release(void* data) {
   if (data == nullptr) return;
-  std::vector<void*> toFree;
+  void* unkept = nullptr;      // a small block straight from malloc
+  std::vector<void*> evicted;  // kept buffers pushed out by this one (rare: allocates only then)
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = live_.find(data);
-    if (it == live_.end()) {  // a small block straight from malloc
-      toFree.push_back(data);
+    if (it == live_.end()) {
+      unkept = data;
     } else {
       kept_.push_back({data, it->second});
       keptBytes_ += it->second;
       live_.erase(it);
       while (kept_.size() > kMaxPooledBuffers || keptBytes_ > kMaxPooledBytes) {
-        toFree.push_back(kept_.front().data);  // the oldest goes first
+        evicted.push_back(kept_.front().data);  // the oldest goes first
         keptBytes_ -= kept_.front().capacity;
         kept_.erase(kept_.begin());
       }
     }
   }
-  for (void* p : toFree) std::free(p);
+  std::free(unkept);
+  for (void* p : evicted) std::free(p);
 }
 
 size_t OutputPool::keptBuffers() {

@@ -5,6 +5,7 @@
 // call. Recently released large outputs are therefore kept, bounded, and handed out again.
 
 #include <cstddef>
+#include <cstdlib>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -25,6 +26,12 @@ class OutputPool {
   void* allocate(size_t bytes);
   // Returns memory from allocate(); it is kept for reuse or freed.
   void release(void* data);
+  // The same, for a caller that knows what it asked allocate() for: a block under
+  // kMinPooledBytes never was the pool's and is freed without the lock.
+  void release(void* data, size_t bytes) {
+    if (bytes < kMinPooledBytes) return std::free(data);
+    release(data);
+  }
   // Frees every kept buffer (at shutdown).
   void trim();
   // Buffers kept for reuse right now, and their bytes.

@@ -19,8 +19,9 @@ void* allocateOutput(int32_t device, size_t bytes) {
   return backend ? backend->allocate(device, bytes) : nullptr;
 }
 
-void releaseOutput(int32_t device, void* data) {
-  if (device == kHostDevice) return OutputPool::instance().release(data);
+// `bytes`: what allocateOutput was asked for.
+void releaseOutput(int32_t device, void* data, size_t bytes) {
+  if (device == kHostDevice) return OutputPool::instance().release(data, bytes);
   if (backends::DeviceBackend* backend = backends::deviceBackend()) backend->release(device, data);
 }
 
@@ -34,7 +35,8 @@ Request::~Request() {
   for (OutputTensor& t : outputs_) {
     if (t.data == nullptr || t.callerOwned) continue;
     if (!userOwned) {
-      releaseOutput(t.device, t.data);
+      const size_t bytes = static_cast<size_t>(numElements(t.shape)) * dataTypeSize(t.dtype);
+      releaseOutput(t.device, t.data, bytes == 0 ? 1 : bytes);  // as addOutput asked
     } else if (!handedOut && allocator_->free) {
       allocator_->free(t.device, t.data);  // never given to the user: give it back
     }

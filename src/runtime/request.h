@@ -70,6 +70,8 @@ class Request {
   Code wait(double timeoutSeconds) const;
   std::string errorMessage() const;
 
+  // Room for `n` outputs in all (a grouped operation's members: one allocation, not log2(n)).
+  void reserveOutputs(size_t n) { outputs_.reserve(n); }
   // Allocates an output of `shape` (fails with kNoMemory) and gives its data pointer. Only the
   // communicator's thread calls this, before complete().
   Status addOutput(DataType dtype, const Shape& shape, int32_t device, void* stream,
