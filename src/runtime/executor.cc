@@ -8,7 +8,7 @@
 
 namespace hcoll::runtime {
 
-using executor_detail::callerOutput;
+using executor_detail::memberOutput;
 using executor_detail::fallbackMemory;
 
 Executor::Executor(backends::Channel& channel, const Config& config, Liveness& liveness,
@@ -115,14 +115,14 @@ void Executor::runFusible(const std::vector<const Response*>& run, PendingOps& p
   size_t memberCount = 0;
   for (const Response* r : run) memberCount += r->spec.members.size();
   items.reserve(memberCount);
+  const bool outputsPerMember = kind == OpKind::kAllgather || kind == OpKind::kReducescatter;
   for (size_t k = 0; k < run.size(); ++k) {
     LocalOp* op = pending.find(run[k]->spec.name);
     ops.push_back(op);
-    const bool outputsPerMember = kind == OpKind::kAllgather || kind == OpKind::kReducescatter;
     if (op && outputsPerMember) op->request->reserveOutputs(run[k]->spec.members.size());
     for (size_t m = 0; m < run[k]->spec.members.size(); ++m) {
       Item item(run[k], m, op);
-      if (op && (kind == OpKind::kAllgather || kind == OpKind::kReducescatter)) {
+      if (op && outputsPerMember) {
         // Outputs are allocated in member order; the collective runs even if that failed,
         // into scratch memory, because the other ranks are already committed to it.
         Shape shape = item.spec().shape;
@@ -133,13 +133,8 @@ void Executor::runFusible(const std::vector<const Response*>& run, PendingOps& p
         } else {
           shape[0] = scatterRows(shape[0], size_, rank_);
         }
-        Status s;
-        if (!op->outputs.empty()) {  // *_into: the caller's tensor, sized in negotiation
-          s = callerOutput(*op, m, shape, &item.output);
-        } else {
-          s = op->request->addOutput(item.dtype(), shape, op->spec.device, op->inputs[m].stream,
-                                     &item.output);
-        }
+        // (*_into: the caller's tensor, sized in negotiation.)
+        Status s = memberOutput(*op, m, shape, &item.output);
         if (!s.isOk()) {
           if (statuses[k].isOk()) statuses[k] = s;
           size_t bytes = static_cast<size_t>(numElements(shape)) * dataTypeSize(item.dtype());

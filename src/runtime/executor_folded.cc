@@ -10,24 +10,8 @@
 
 namespace hcoll::runtime {
 
-using executor_detail::callerOutput;
-
-namespace {
-
-// The postscale factor as the batches apply it: average divides it by the size, as Horovod does
-// (not x 1/size: the factor must round the same way).
-double postscaleOf(const OpSpec& spec, int size) {
-  return spec.op == ReduceOp::kAverage ? spec.postscale / size : spec.postscale;
-}
-
-// Member m's output for a result of `shape`: the caller's (*_into) or a new one of the request.
-Status outputFor(LocalOp& op, size_t m, const Shape& shape, void** out) {
-  if (!op.outputs.empty()) return callerOutput(op, m, shape, out);
-  return op.request->addOutput(op.spec.members[m].dtype, shape, op.spec.device,
-                               op.inputs[m].stream, out);
-}
-
-}  // namespace
+using executor_detail::averagedPostscale;
+using executor_detail::memberOutput;
 
 bool Executor::runFolded(const Response& r, PendingOps& pending) {
   if (r.error != Code::kSuccess) return false;
@@ -71,7 +55,7 @@ Status Executor::takeFoldedAllreduce(const Response& r, const LocalOp& op) {
   void* out = op.outputs[0].data;
   backends::MemoryOps& memory = backends::hostMemoryOps();
   HCOLL_RETURN_IF_ERROR(
-      memory.scaleCopy(out, op.foldedResult, count, member.dtype, postscaleOf(r.spec, size_)));
+      memory.scaleCopy(out, op.foldedResult, count, member.dtype, averagedPostscale(r.spec, size_)));
   if (member.dtype == DataType::kBool) HCOLL_RETURN_IF_ERROR(memory.normalizeBool(out, count));
   return Status::ok();
 }
@@ -103,7 +87,7 @@ Status Executor::takeFoldedAllgather(const Response& r, LocalOp& op) {
     Shape shape = r.spec.members[m].shape;
     shape[0] = 0;
     for (size_t rank = 0; rank < n; ++rank) shape[0] += r.dim0PerRank[m * n + rank];
-    HCOLL_RETURN_IF_ERROR(outputFor(op, m, shape, &outputs[m]));
+    HCOLL_RETURN_IF_ERROR(memberOutput(op, m, shape, &outputs[m]));
   }
   const auto* gathered = static_cast<const uint8_t*>(op.foldedResult);
   std::vector<size_t>& written = reused_.written;  // per member, bytes written so far
@@ -140,11 +124,11 @@ Status Executor::takeFoldedReducescatter(const Response& r, LocalOp& op) {
   Shape shape = member.shape;
   shape[0] = scatterRows(d0, size_, rank_);
   void* out = nullptr;
-  HCOLL_RETURN_IF_ERROR(outputFor(op, 0, shape, &out));
+  HCOLL_RETURN_IF_ERROR(memberOutput(op, 0, shape, &out));
   const auto* part = static_cast<const uint8_t*>(op.foldedResult) + before * elementSize;
   backends::MemoryOps& memory = backends::hostMemoryOps();
   HCOLL_RETURN_IF_ERROR(
-      memory.scaleCopy(out, part, count, member.dtype, postscaleOf(r.spec, size_)));
+      memory.scaleCopy(out, part, count, member.dtype, averagedPostscale(r.spec, size_)));
   if (member.dtype == DataType::kBool) HCOLL_RETURN_IF_ERROR(memory.normalizeBool(out, count));
   return Status::ok();
 }

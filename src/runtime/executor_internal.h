@@ -96,6 +96,15 @@ inline bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes)
 // Member m's caller-provided output (*_into) for a result of `shape`; refuses (never writes) an
 // output of another size.
 Status callerOutput(LocalOp& op, size_t m, const Shape& shape, void** data);
+// Member m's output for a result of `shape`: the caller's (*_into, callerOutput) or a new one of
+// the request (runtime-owned: the output pool's, or the user allocator's).
+Status memberOutput(LocalOp& op, size_t m, const Shape& shape, void** data);
+
+// The postscale factor a reduction applies: Average divides it by the size, as Horovod does (not
+// x 1/size: the factor must round the same way).
+inline double averagedPostscale(const OpSpec& spec, int size) {
+  return spec.op == ReduceOp::kAverage ? spec.postscale / size : spec.postscale;
+}
 
 // `body`'s status, or the exception it threw as one (NO_MEMORY for std::bad_alloc, INTERNAL
 // otherwise), with *threw set: a backend's scratch allocation can throw in the middle of a batch,

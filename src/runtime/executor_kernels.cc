@@ -7,7 +7,9 @@
 
 namespace hcoll::runtime {
 
+using executor_detail::averagedPostscale;
 using executor_detail::callerOutput;
+using executor_detail::memberOutput;
 using executor_detail::overlaps;
 
 namespace executor_detail {
@@ -43,15 +45,19 @@ Status callerOutput(LocalOp& op, size_t m, const Shape& shape, void** data) {
   return Status::ok();
 }
 
+Status memberOutput(LocalOp& op, size_t m, const Shape& shape, void** data) {
+  if (!op.outputs.empty()) return callerOutput(op, m, shape, data);
+  return op.request->addOutput(op.spec.members[m].dtype, shape, op.spec.device,
+                               op.inputs[m].stream, data);
+}
+
 }  // namespace executor_detail
 
 Status Executor::allreduceBatch(const Plane& plane, const std::vector<Item>& items) {
   const OpSpec& spec = items[0].response->spec;
   const DataType dtype = items[0].dtype();
   const size_t elementSize = dataTypeSize(dtype);
-  // Average divides the postscale factor by the size, as Horovod does (not × 1/size: the
-  // factor must round the same way).
-  const double postscale = spec.op == ReduceOp::kAverage ? spec.postscale / size_ : spec.postscale;
+  const double postscale = averagedPostscale(spec, size_);
   size_t total = 0;
   for (const Item& it : items) total += it.elements();
   if (total == 0) return Status::ok();
@@ -208,9 +214,7 @@ Status Executor::reducescatterBatch(const Plane& plane, const std::vector<Item>&
   const OpSpec& spec = items[0].response->spec;
   const DataType dtype = items[0].dtype();
   const size_t elementSize = dataTypeSize(dtype);
-  // Average divides the postscale factor by the size, as Horovod does (not × 1/size: the
-  // factor must round the same way).
-  const double postscale = spec.op == ReduceOp::kAverage ? spec.postscale / size_ : spec.postscale;
+  const double postscale = averagedPostscale(spec, size_);
   const size_t n = static_cast<size_t>(size_);
   // Rank-major layout: rank 0's rows of every item, then rank 1's, ...
   std::vector<size_t> counts(n, 0);
@@ -293,10 +297,7 @@ Status Executor::alltoall(const Response& r, LocalOp& op) {
   std::vector<std::vector<int64_t>> splits;  // not {std::move(received)}: that copies it
   if (op.foldedResult != nullptr) {  // the whole exchange rode in the round (executor_folded.cc)
     void* out = nullptr;
-    HCOLL_RETURN_IF_ERROR(
-        op.outputs.empty()
-            ? op.request->addOutput(local.dtype, shape, op.spec.device, op.inputs[0].stream, &out)
-            : callerOutput(op, 0, shape, &out));
+    HCOLL_RETURN_IF_ERROR(memberOutput(op, 0, shape, &out));
     HCOLL_RETURN_IF_ERROR(takeFoldedAlltoall(r, op, recvBytes, out));
     splits.push_back(std::move(received));
     op.request->setReceivedSplits(std::move(splits));
@@ -311,10 +312,7 @@ Status Executor::alltoall(const Response& r, LocalOp& op) {
   std::unique_ptr<uint8_t[]> fallback;
   Status s = runOnPlane(plane, items, [&]() -> Status {
     void* out = nullptr;
-    allocated =
-        op.outputs.empty()
-            ? op.request->addOutput(local.dtype, shape, op.spec.device, op.inputs[0].stream, &out)
-            : callerOutput(op, 0, shape, &out);  // *_into: never overlaps the input (C API)
+    allocated = memberOutput(op, 0, shape, &out);  // *_into: never overlaps the input (C API)
     if (!allocated.isOk()) {  // still take part: the other ranks are committed to the exchange
       if (plane.device) {
         HCOLL_RETURN_IF_ERROR(deviceFallback.allocate(plane.key, rows * rowBytes + 1, 0));

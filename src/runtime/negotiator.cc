@@ -154,7 +154,7 @@ int Negotiator::lookupAutoNamed(const OpSpec& spec, int rank, int size) {
 bool Negotiator::foldable(const LocalOp& op, int slot,
                           backends::Channel::FoldedCollective* fold) {
   // A lone cached host collective of one tensor (an allgather: of a group), small enough,
-  // whose result the executor can take from what every rank's input makes (executor_kernels.cc):
+  // whose result the executor can take from what every rank's input makes (executor_folded.cc):
   // an allreduce or a reducescatter (prescale 1: the input's bytes are what a rank contributes; a
   // reducescatter takes its part of the reduction), an allgather or alltoall (every rank's input
   // bytes, gathered: the ranks' headers agree only when every rank's come to the same size; a
