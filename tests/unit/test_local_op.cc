@@ -93,6 +93,7 @@ TEST_CASE("a recycled operation comes back as a new one with its storage kept", 
   op->spec.autoNamed = true;
   op->spec.ageMicros = 7;
   op->submittedAt = std::chrono::steady_clock::now();
+  op->firstSeen = op->submittedAt;
   op->autoReplayRefused = true;
   TensorDesc t;
   t.shape = {4, 2};
@@ -124,6 +125,7 @@ TEST_CASE("a recycled operation comes back as a new one with its storage kept", 
   REQUIRE(again->markers.empty());
   REQUIRE(again->request == nullptr);
   REQUIRE(again->submittedAt == std::chrono::steady_clock::time_point{});
+  REQUIRE(again->firstSeen == std::chrono::steady_clock::time_point{});
   REQUIRE_FALSE(again->announced);
   REQUIRE_FALSE(again->autoReplayRefused);
   REQUIRE_FALSE(again->callerDrivable);
