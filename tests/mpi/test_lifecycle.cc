@@ -5,6 +5,7 @@
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <set>
@@ -44,10 +45,11 @@ struct UserAlloc {
   std::set<void*> live;
   int allocs = 0;
   int frees = 0;
+  std::atomic<bool> refuse{false};  // while set, every allocation fails
 };
 void* userAlloc(void* ctx, int32_t device, void*, size_t bytes) {
   auto* u = static_cast<UserAlloc*>(ctx);
-  if (device != HCOLL_DEVICE_HOST) return nullptr;
+  if (device != HCOLL_DEVICE_HOST || u->refuse.load()) return nullptr;
   void* p = std::malloc(bytes == 0 ? 1 : bytes);
   std::lock_guard<std::mutex> lock(u->mutex);
   u->live.insert(p);
@@ -323,6 +325,69 @@ TEST_CASE("lifecycle: outputs from a user allocator belong to the user", "[lifec
   shutdownOk();
   // Default allocation again after a plain initialize.
   initOk();
+  REQUIRE(worldSum(1) == n);
+  shutdownOk();
+}
+
+TEST_CASE("lifecycle: an allocator that refuses an output fails that rank's call alone",
+          "[lifecycle][allocator]") {
+  // A grouped allgather small enough to ride in its round's readiness exchange once cached
+  // (the fold: its data is here before any output is allocated). Rank 0's allocator refuses
+  // the outputs of the second call: that call fails there with NO_MEMORY and gives nothing back
+  // half-allocated; the other ranks get their result, and the next call works everywhere.
+  UserAlloc u;
+  hcoll_init_params_t p{};
+  p.mask = HCOLL_INIT_FIELD_ALLOCATOR;
+  p.alloc = userAlloc;
+  p.free = userFree;
+  p.alloc_ctx = &u;
+  initOk(&p);
+  const int r = worldRank();
+  const int n = worldSize();
+  const uint64_t foldedBefore = commStats(world()).folded;
+  for (int call = 0; call < 3; ++call) {
+    INFO("call " << call);
+    Tensor a(HCOLL_INT32, {1}), b(HCOLL_INT32, {2});
+    a.set(0, 100 * r + call);
+    b.set(0, 10 * r);
+    b.set(1, 10 * r + 1);
+    const hcoll_tensor_t ins[2] = {a.desc(), b.desc()};
+    const bool refused = call == 1 && r == 0;
+    u.refuse = refused;
+    hcoll_request_t req;
+    HCOLL_REQUIRE_OK(hcoll_grouped_allgather(world(), "alloc.refused", 2, ins, &req));
+    const hcoll_status_t status = hcoll_wait(req, 30);
+    u.refuse = false;
+    if (refused) {
+      REQUIRE(status == HCOLL_ERR_NO_MEMORY);
+      HCOLL_REQUIRE_OK(hcoll_request_free(req));
+      continue;
+    }
+    HCOLL_REQUIRE_OK(status);
+    hcoll_tensor_t outA, outB;
+    HCOLL_REQUIRE_OK(hcoll_request_output(req, 0, &outA));
+    HCOLL_REQUIRE_OK(hcoll_request_output(req, 1, &outB));
+    HCOLL_REQUIRE_OK(hcoll_request_free(req));
+    for (int k = 0; k < n; ++k) {
+      REQUIRE(static_cast<const int32_t*>(outA.data)[k] == 100 * k + call);
+      REQUIRE(static_cast<const int32_t*>(outB.data)[2 * k] == 10 * k);
+      REQUIRE(static_cast<const int32_t*>(outB.data)[2 * k + 1] == 10 * k + 1);
+    }
+    userFree(&u, HCOLL_DEVICE_HOST, outA.data);
+    userFree(&u, HCOLL_DEVICE_HOST, outB.data);
+  }
+  {
+    std::lock_guard<std::mutex> lock(u.mutex);
+    INFO("allocs " << u.allocs << ", frees " << u.frees);
+    REQUIRE(u.live.empty());  // nothing of the refused call was kept or leaked
+  }
+  // On one node with the control block (this test's runs), the cached calls folded.
+  int local = 0;
+  HCOLL_REQUIRE_OK(hcoll_comm_local_size(world(), &local));
+  const char* small = std::getenv("HCOLL_MPI_SHM_SMALL");
+  if (n > 1 && local == n && (small == nullptr || std::string(small) != "0")) {
+    REQUIRE(commStats(world()).folded > foldedBefore);
+  }
   REQUIRE(worldSum(1) == n);
   shutdownOk();
 }
