@@ -1,6 +1,7 @@
 #pragma once
 // Recoverable errors are values: a Status carries one of the public codes and a message.
 
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -27,16 +28,26 @@ enum class Code : int {
 class Status {
  public:
   Status() = default;
-  Status(Code code, std::string message) : code_(code), message_(std::move(message)) {}
+  Status(Code code, std::string message)
+      : code_(code),
+        message_(message.empty() ? nullptr
+                                 : std::make_shared<const std::string>(std::move(message))) {}
 
   static Status ok() { return Status(); }
   bool isOk() const { return code_ == Code::kSuccess; }
   Code code() const { return code_; }
-  const std::string& message() const { return message_; }
+  const std::string& message() const { return message_ ? *message_ : noMessage(); }
 
  private:
+  static const std::string& noMessage() {
+    static const std::string empty;
+    return empty;
+  }
   Code code_ = Code::kSuccess;
-  std::string message_;
+  // Shared and immutable: a success (no message) is copied, moved and destroyed without
+  // touching a string (a small operation passes ~20 statuses; each string copy was ~30
+  // instructions), and copying a failure never allocates, so never throws.
+  std::shared_ptr<const std::string> message_;
 };
 
 inline Status invalidArgument(std::string m) { return Status(Code::kInvalidArgument, std::move(m)); }

@@ -6,6 +6,7 @@
 #include <list>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -90,24 +91,34 @@ class PendingOps {
       ops_.splice(ops_.end(), spareOps_, spareOps_.begin());
     }
     const auto at = std::prev(ops_.end());
-    const std::string& name = (*at)->spec.name;
+    const std::string_view name = (*at)->spec.name;
+    std::pair<ByName::iterator, bool> inserted;
     if (spareNames_.empty()) {
-      byName_[name] = at;
-      return;
+      inserted = byName_.emplace(name, at);
+    } else {
+      ByName::node_type node = std::move(spareNames_.back());
+      spareNames_.pop_back();
+      node.key() = name;
+      node.mapped() = at;
+      auto result = byName_.insert(std::move(node));
+      inserted = {result.position, result.inserted};
+      if (!result.inserted) spareNames_.push_back(std::move(result.node));
     }
-    ByName::node_type node = std::move(spareNames_.back());
-    spareNames_.pop_back();
-    node.key() = name;
-    node.mapped() = at;
-    auto inserted = byName_.insert(std::move(node));
-    if (!inserted.inserted) inserted.position->second = at;
+    if (!inserted.second) {
+      // The same name twice (never from a communicator: its in-flight names are unique): the
+      // newest wins, and the key must view the newest's name, which lives as long as its entry.
+      ByName::node_type node = byName_.extract(inserted.first);
+      node.key() = name;
+      node.mapped() = at;
+      byName_.insert(std::move(node));
+    }
   }
-  LocalOp* find(const std::string& name) const {
+  LocalOp* find(std::string_view name) const {
     auto it = byName_.find(name);
     return it == byName_.end() ? nullptr : it->second->get();
   }
   // Removes and returns the operation (null if absent).
-  std::unique_ptr<LocalOp> take(const std::string& name) {
+  std::unique_ptr<LocalOp> take(std::string_view name) {
     auto it = byName_.find(name);
     if (it == byName_.end()) return nullptr;
     const List::iterator at = it->second;
@@ -126,7 +137,10 @@ class PendingOps {
   List& all() { return ops_; }
 
  private:
-  using ByName = std::unordered_map<std::string, List::iterator>;
+  // Keyed by a view of the operation's own name (an operation's name does not change once
+  // submitted, and the list owns the operation as long as its entry exists): adding one copies
+  // no string.
+  using ByName = std::unordered_map<std::string_view, List::iterator>;
   static constexpr size_t kSpareNodes = 64;
   List ops_;
   ByName byName_;

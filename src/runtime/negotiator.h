@@ -157,6 +157,7 @@ class Negotiator {
   // writes.
   static constexpr size_t kMaxFoldBytes = 2048;
   LocalOp* foldOp_ = nullptr;
+  int foldSlot_ = -1;  // foldOp_'s cache slot: the only slot bit this rank set
   bool foldAgreed_ = false;
   std::vector<uint64_t> foldSend_;
   std::vector<uint64_t> foldResult_;
