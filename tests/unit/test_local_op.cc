@@ -137,3 +137,36 @@ TEST_CASE("a recycled operation comes back as a new one with its storage kept", 
   REQUIRE(fresh.get() != again.get());
   REQUIRE(fresh->spec == OpSpec{});
 }
+
+TEST_CASE("pending operations are found by their own names after others were taken and freed",
+          "[local_op]") {
+  // The map's keys view each operation's own name (no copy): names on the heap, so that a key
+  // left viewing a freed operation's name reads freed memory (the ASan build fails then).
+  PendingOps pending;
+  const std::string stem(48, 'n');
+  for (int i = 0; i < 3; ++i) pending.add(named(stem + std::to_string(i)));
+  for (int i = 0; i < 3; ++i) {
+    const std::string name = stem + std::to_string(i);
+    {
+      auto op = pending.take(name);
+      REQUIRE(op != nullptr);
+    }  // freed here, its map node kept for the next add
+    REQUIRE(pending.find(name) == nullptr);
+    pending.add(named(name));
+    REQUIRE(pending.find(name) != nullptr);
+    REQUIRE(pending.find(name)->spec.name == name);
+  }
+  // The same name twice (a communicator never does this): the newest is found and taken; the
+  // older stays in the list, no longer findable.
+  pending.add(named(stem + "dup"));
+  pending.add(named(stem + "dup"));
+  const LocalOp* newest = pending.all().back().get();
+  REQUIRE(pending.find(stem + "dup") == newest);
+  {
+    auto op = pending.take(stem + "dup");
+    REQUIRE(op.get() == newest);
+  }
+  REQUIRE(pending.find(stem + "dup") == nullptr);
+  REQUIRE(pending.size() == 4);
+  for (int i = 0; i < 3; ++i) REQUIRE(pending.find(stem + std::to_string(i)) != nullptr);
+}
