@@ -87,7 +87,6 @@ Communicator::Communicator(std::unique_ptr<backends::Channel> channel, const Con
       recorder_(std::make_shared<FlightRecorder>(channel_->rank(), channel_->size())),
       outputs_(std::move(outputs)),
       mutex_(recorder_->mutex()) {
-  spareInFlight_.reserve(kSpareInFlight);  // keeping a node in finish() never allocates
   FlightRecorder::track(recorder_);
   thread_ = std::thread([this] { run(); });
 }
@@ -115,7 +114,7 @@ Status Communicator::submit(std::unique_ptr<LocalOp> op) {
       const auto end = std::to_chars(digits, digits + sizeof digits, counter).ptr;
       op->spec.name.assign(opKindName(op->spec.kind)).append(1, '.').append(digits, end);
     }
-    if (!markInFlight(op->spec.name)) {
+    if (!inFlight_.insert(op->spec.name)) {
       return Status(Code::kDuplicateName,
                     "an operation named '" + op->spec.name + "' is already in flight");
     }
@@ -149,22 +148,11 @@ Status Communicator::submit(std::unique_ptr<LocalOp> op) {
   return Status::ok();
 }
 
-bool Communicator::markInFlight(const std::string& name) {
-  if (spareInFlight_.empty()) return inFlight_.insert(name).second;
-  InFlightNames::node_type node = std::move(spareInFlight_.back());
-  spareInFlight_.pop_back();
-  node.value() = name;
-  auto inserted = inFlight_.insert(std::move(node));
-  if (!inserted.inserted) spareInFlight_.push_back(std::move(inserted.node));
-  return inserted.inserted;
-}
-
 void Communicator::finish(std::unique_ptr<LocalOp> op, const Status& status) {
   if (!op) return;
   {
     std::lock_guard<SpinLock> lock(mutex_);
-    InFlightNames::node_type node = inFlight_.extract(op->spec.name);
-    if (node && spareInFlight_.size() < kSpareInFlight) spareInFlight_.push_back(std::move(node));
+    inFlight_.erase(op->spec.name);
     recorder_->advanceLocked(op->flightSeq, FlightState::kDone, coarseNow(), status.code());
   }
   op->request->complete(status);

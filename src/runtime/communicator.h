@@ -17,13 +17,13 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <unordered_set>
 #include <vector>
 
 #include "backends/backend.h"
 #include "common/logging.h"
 #include "runtime/config.h"
 #include "runtime/flight_recorder.h"
+#include "runtime/in_flight_names.h"
 #include "runtime/liveness.h"
 #include "runtime/local_op.h"
 #include "runtime/progress_mode.h"
@@ -143,9 +143,6 @@ class Communicator {
   void execute(Executor& executor, const std::vector<ResponsePtr>& responses,
                PendingOps& pending);
   Status createChannel(const Response& r, LocalOp* op);
-  // Adds `name` to inFlight_ (a spare node if there is one); false if already in flight.
-  // Under mutex_.
-  bool markInFlight(const std::string& name);
   // Tells the peers if needed and fails whatever is still pending.
   void stop(PendingOps& pending, LoopState& state);
   void finish(std::unique_ptr<LocalOp> op, const Status& status);
@@ -174,12 +171,7 @@ class Communicator {
   std::vector<std::unique_ptr<LocalOp>> incoming_;
   std::atomic<bool> hasIncoming_{false};  // incoming_ is non-empty (read without the mutex)
   static constexpr std::chrono::microseconds kIdlePoll{50};  // poll for more work before sleeping
-  // The names of operations submitted and not finished; the nodes of finished ones are reused
-  // (up to kSpareInFlight): a loop of small operations allocates none per call.
-  using InFlightNames = std::unordered_set<std::string>;
-  InFlightNames inFlight_;
-  static constexpr size_t kSpareInFlight = 64;
-  std::vector<InFlightNames::node_type> spareInFlight_;
+  InFlightNames inFlight_;  // the names of operations submitted and not finished
   std::array<uint64_t, kNumOpKinds> autoNameCounters_{};
   // Above this many bytes of host memory in one round a caller leaves the work to the thread
   // (CUDA operations do not count: no host temporaries): the fixed cost caller progress saves is

@@ -467,7 +467,7 @@ void Communicator::alignAutoNames(const std::vector<ResponsePtr>& responses, siz
     const ResponsePtr& r = *it;
     // In flight here (pending or just submitted): this rank named it itself, so its counter is
     // already past it.
-    if (!r->spec.autoNamed || inFlight_.count(r->spec.name)) continue;
+    if (!r->spec.autoNamed || inFlight_.contains(r->spec.name)) continue;
     const std::string prefix = std::string(opKindName(r->spec.kind)) + ".";
     const std::string& name = r->spec.name;
     if (name.compare(0, prefix.size(), prefix) != 0) continue;

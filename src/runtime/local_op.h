@@ -2,6 +2,7 @@
 // An operation this rank submitted and that has not completed yet, as the communicator's thread
 // keeps it: the spec it announces, the caller's tensors, and the request to complete.
 
+#include <algorithm>
 #include <chrono>
 #include <list>
 #include <memory>
@@ -74,11 +75,16 @@ std::unique_ptr<LocalOp> makeLocalOp();
 void recycleLocalOp(std::unique_ptr<LocalOp> op);
 
 // Pending operations in submission order, findable by name. Owned by one thread.
-// The list and map nodes of taken operations are kept (up to kSpareNodes of each) and reused by
-// later ones: a loop of small operations then allocates neither per call.
+// Up to kLinearUpTo operations are found by comparing names one by one (a loop of small calls
+// has one pending: no hashing, no division by a bucket count); beyond, by a hash map, until the
+// list empties again. The list and map nodes of taken operations are kept (up to kSpareNodes of
+// each) and reused by later ones: neither a loop of small operations nor a training step's
+// burst allocates any per call. Of two operations of one name (never from a communicator: its
+// in-flight names are unique) the newest is found.
 class PendingOps {
  public:
   using List = std::list<std::unique_ptr<LocalOp>>;
+  static constexpr size_t kLinearUpTo = 4;
 
   // Keeping a node never allocates (take() runs where an exception must not start).
   PendingOps() { spareNames_.reserve(kSpareNodes); }
@@ -90,7 +96,66 @@ class PendingOps {
       spareOps_.front() = std::move(op);
       ops_.splice(ops_.end(), spareOps_, spareOps_.begin());
     }
-    const auto at = std::prev(ops_.end());
+    if (indexed_) {
+      index(std::prev(ops_.end()));
+    } else if (ops_.size() > kLinearUpTo) {
+      for (auto at = ops_.begin(); at != ops_.end(); ++at) index(at);
+      indexed_ = true;
+    }
+  }
+  LocalOp* find(std::string_view name) const {
+    if (indexed_) {
+      auto it = byName_.find(name);
+      return it == byName_.end() ? nullptr : it->second->get();
+    }
+    for (auto at = ops_.rbegin(); at != ops_.rend(); ++at) {
+      if ((*at)->spec.name == name) return at->get();
+    }
+    return nullptr;
+  }
+  // Removes and returns the operation (null if absent).
+  std::unique_ptr<LocalOp> take(std::string_view name) {
+    List::iterator at;
+    if (indexed_) {
+      auto it = byName_.find(name);
+      if (it == byName_.end()) return nullptr;
+      at = it->second;
+      ByName::node_type node = byName_.extract(it);
+      if (spareNames_.size() < kSpareNodes) spareNames_.push_back(std::move(node));
+    } else {
+      auto newest = std::find_if(ops_.rbegin(), ops_.rend(),
+                                 [&](const auto& op) { return op->spec.name == name; });
+      if (newest == ops_.rend()) return nullptr;
+      at = std::prev(newest.base());
+    }
+    auto op = std::move(*at);
+    if (spareOps_.size() < kSpareNodes) {
+      spareOps_.splice(spareOps_.end(), ops_, at);
+    } else {
+      ops_.erase(at);
+    }
+    if (ops_.empty() && indexed_) {
+      // (An older operation of a taken name may have left its entry: not the common case.)
+      while (!byName_.empty()) {
+        ByName::node_type node = byName_.extract(byName_.begin());
+        if (spareNames_.size() < kSpareNodes) spareNames_.push_back(std::move(node));
+      }
+      indexed_ = false;
+    }
+    return op;
+  }
+  bool empty() const { return ops_.empty(); }
+  size_t size() const { return ops_.size(); }
+  List& all() { return ops_; }
+
+ private:
+  // Keyed by a view of the operation's own name (an operation's name does not change once
+  // submitted, and the list owns the operation as long as its entry exists): adding one copies
+  // no string.
+  using ByName = std::unordered_map<std::string_view, List::iterator>;
+  static constexpr size_t kSpareNodes = 64;
+
+  void index(List::iterator at) {
     const std::string_view name = (*at)->spec.name;
     std::pair<ByName::iterator, bool> inserted;
     if (spareNames_.empty()) {
@@ -105,44 +170,17 @@ class PendingOps {
       if (!result.inserted) spareNames_.push_back(std::move(result.node));
     }
     if (!inserted.second) {
-      // The same name twice (never from a communicator: its in-flight names are unique): the
-      // newest wins, and the key must view the newest's name, which lives as long as its entry.
+      // The same name again: the newest wins, and the key must view the newest's name, which
+      // lives as long as its entry.
       ByName::node_type node = byName_.extract(inserted.first);
       node.key() = name;
       node.mapped() = at;
       byName_.insert(std::move(node));
     }
   }
-  LocalOp* find(std::string_view name) const {
-    auto it = byName_.find(name);
-    return it == byName_.end() ? nullptr : it->second->get();
-  }
-  // Removes and returns the operation (null if absent).
-  std::unique_ptr<LocalOp> take(std::string_view name) {
-    auto it = byName_.find(name);
-    if (it == byName_.end()) return nullptr;
-    const List::iterator at = it->second;
-    ByName::node_type node = byName_.extract(it);
-    if (spareNames_.size() < kSpareNodes) spareNames_.push_back(std::move(node));
-    auto op = std::move(*at);
-    if (spareOps_.size() < kSpareNodes) {
-      spareOps_.splice(spareOps_.end(), ops_, at);
-    } else {
-      ops_.erase(at);
-    }
-    return op;
-  }
-  bool empty() const { return ops_.empty(); }
-  size_t size() const { return ops_.size(); }
-  List& all() { return ops_; }
 
- private:
-  // Keyed by a view of the operation's own name (an operation's name does not change once
-  // submitted, and the list owns the operation as long as its entry exists): adding one copies
-  // no string.
-  using ByName = std::unordered_map<std::string_view, List::iterator>;
-  static constexpr size_t kSpareNodes = 64;
   List ops_;
+  bool indexed_ = false;  // byName_ holds every operation of ops_ (more than kLinearUpTo came)
   ByName byName_;
   List spareOps_;                           // nodes holding null
   std::vector<ByName::node_type> spareNames_;

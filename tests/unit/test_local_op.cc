@@ -156,8 +156,7 @@ TEST_CASE("pending operations are found by their own names after others were tak
     REQUIRE(pending.find(name) != nullptr);
     REQUIRE(pending.find(name)->spec.name == name);
   }
-  // The same name twice (a communicator never does this): the newest is found and taken; the
-  // older stays in the list, no longer findable.
+  // The same name twice (a communicator never does this): the newest is found and taken.
   pending.add(named(stem + "dup"));
   pending.add(named(stem + "dup"));
   const LocalOp* newest = pending.all().back().get();
@@ -166,7 +165,40 @@ TEST_CASE("pending operations are found by their own names after others were tak
     auto op = pending.take(stem + "dup");
     REQUIRE(op.get() == newest);
   }
-  REQUIRE(pending.find(stem + "dup") == nullptr);
   REQUIRE(pending.size() == 4);
   for (int i = 0; i < 3; ++i) REQUIRE(pending.find(stem + std::to_string(i)) != nullptr);
+}
+
+TEST_CASE("pending operations are found alike below, across and above the linear threshold",
+          "[local_op]") {
+  // Up to kLinearUpTo operations are compared one by one, beyond that a map holds them until
+  // the list empties: every size on the way up and down, twice (the second time through
+  // reused nodes).
+  PendingOps pending;
+  const size_t most = PendingOps::kLinearUpTo + 3;
+  for (int pass = 0; pass < 2; ++pass) {
+    std::vector<std::string> names;
+    for (size_t i = 0; i < most; ++i) {
+      names.push_back("pass" + std::to_string(pass) + ".op" + std::to_string(i));
+      pending.add(named(names.back()));
+      for (const std::string& name : names) {
+        REQUIRE(pending.find(name) != nullptr);
+        REQUIRE(pending.find(name)->spec.name == name);
+      }
+      REQUIRE(pending.find("absent") == nullptr);
+    }
+    // Taken from the middle outwards: the map's entries of the others stay right.
+    while (!names.empty()) {
+      const size_t middle = names.size() / 2;
+      auto op = pending.take(names[middle]);
+      REQUIRE(op != nullptr);
+      REQUIRE(op->spec.name == names[middle]);
+      REQUIRE(pending.find(names[middle]) == nullptr);
+      names.erase(names.begin() + static_cast<std::ptrdiff_t>(middle));
+      REQUIRE(pending.size() == names.size());
+      for (const std::string& name : names) REQUIRE(pending.find(name)->spec.name == name);
+    }
+    REQUIRE(pending.empty());
+    REQUIRE(pending.take("absent") == nullptr);
+  }
 }
