@@ -96,7 +96,7 @@ Status Request::addOutput(DataType dtype, const Shape& shape, int32_t device, vo
                           void** data) {
   OutputTensor t;
   t.dtype = dtype;
-  t.shape = shape.toVector();
+  t.shape = shape;
   t.device = device;
   t.stream = stream;
   size_t bytes = static_cast<size_t>(numElements(t.shape)) * dataTypeSize(dtype);
@@ -117,7 +117,7 @@ void Request::addCallerOutput(DataType dtype, const Shape& shape, int32_t device
                               void* stream, void* data) {
   OutputTensor t;
   t.dtype = dtype;
-  t.shape = shape.toVector();
+  t.shape = shape;
   t.device = device;
   t.stream = stream;
   t.data = data;

@@ -62,7 +62,8 @@ std::unique_ptr<Tensor> makeInput(hcoll_dtype_t t, int variant, const std::vecto
 }  // namespace
 
 HTEST_CASE("allgather: every dtype with per-rank dim0", "[allgather]") {
-  const std::vector<std::vector<int64_t>> rowShapes = {{}, {3}, {2, 2}};
+  // The last: more dims than a Shape keeps inline (the output's dims then live on the heap).
+  const std::vector<std::vector<int64_t>> rowShapes = {{}, {3}, {2, 2}, {2, 1, 1, 1, 1, 1, 2}};
   for (hcoll_dtype_t t : allDtypes()) {
     struct Pending {
       std::unique_ptr<Tensor> in;
