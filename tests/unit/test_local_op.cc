@@ -141,11 +141,13 @@ TEST_CASE("a recycled operation comes back as a new one with its storage kept", 
 TEST_CASE("pending operations are found by their own names after others were taken and freed",
           "[local_op]") {
   // The map's keys view each operation's own name (no copy): names on the heap, so that a key
-  // left viewing a freed operation's name reads freed memory (the ASan build fails then).
+  // left viewing a freed operation's name reads freed memory (the ASan build fails then); more
+  // operations than are compared one by one, so that the map holds them.
   PendingOps pending;
   const std::string stem(48, 'n');
-  for (int i = 0; i < 3; ++i) pending.add(named(stem + std::to_string(i)));
-  for (int i = 0; i < 3; ++i) {
+  const int count = static_cast<int>(PendingOps::kLinearUpTo) + 2;
+  for (int i = 0; i < count; ++i) pending.add(named(stem + std::to_string(i)));
+  for (int i = 0; i < count; ++i) {
     const std::string name = stem + std::to_string(i);
     {
       auto op = pending.take(name);
@@ -165,8 +167,8 @@ TEST_CASE("pending operations are found by their own names after others were tak
     auto op = pending.take(stem + "dup");
     REQUIRE(op.get() == newest);
   }
-  REQUIRE(pending.size() == 4);
-  for (int i = 0; i < 3; ++i) REQUIRE(pending.find(stem + std::to_string(i)) != nullptr);
+  REQUIRE(pending.size() == static_cast<size_t>(count) + 1);
+  for (int i = 0; i < count; ++i) REQUIRE(pending.find(stem + std::to_string(i)) != nullptr);
 }
 
 TEST_CASE("pending operations are found alike below, across and above the linear threshold",
