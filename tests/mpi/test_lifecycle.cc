@@ -63,6 +63,15 @@ void userFree(void* ctx, int32_t, void* p) {
   ++u->frees;
   std::free(p);
 }
+// Initializes hcoll with `u` as its output allocator.
+void initWithAllocator(UserAlloc* u) {
+  hcoll_init_params_t p{};
+  p.mask = HCOLL_INIT_FIELD_ALLOCATOR;
+  p.alloc = userAlloc;
+  p.free = userFree;
+  p.alloc_ctx = u;
+  initOk(&p);
+}
 
 }  // namespace
 
@@ -244,12 +253,7 @@ TEST_CASE("lifecycle: HCOLL_TIMELINE naming a directory fails initialize", "[lif
 
 TEST_CASE("lifecycle: outputs from a user allocator belong to the user", "[lifecycle][allocator]") {
   UserAlloc u;
-  hcoll_init_params_t p{};
-  p.mask = HCOLL_INIT_FIELD_ALLOCATOR;
-  p.alloc = userAlloc;
-  p.free = userFree;
-  p.alloc_ctx = &u;
-  initOk(&p);
+  initWithAllocator(&u);
   const int r = worldRank();
   const int n = worldSize();
   Tensor in(HCOLL_INT32, {2});
@@ -336,12 +340,7 @@ TEST_CASE("lifecycle: an allocator that refuses an output fails that rank's call
   // the outputs of the second call: that call fails there with NO_MEMORY and gives nothing back
   // half-allocated; the other ranks get their result, and the next call works everywhere.
   UserAlloc u;
-  hcoll_init_params_t p{};
-  p.mask = HCOLL_INIT_FIELD_ALLOCATOR;
-  p.alloc = userAlloc;
-  p.free = userFree;
-  p.alloc_ctx = &u;
-  initOk(&p);
+  initWithAllocator(&u);
   const int r = worldRank();
   const int n = worldSize();
   const uint64_t foldedBefore = commStats(world()).folded;
