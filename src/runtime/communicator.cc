@@ -85,7 +85,9 @@ Communicator::Communicator(std::unique_ptr<backends::Channel> channel, const Con
       timeline_(timeline),
       timelineTrack_(timelineTrack),
       recorder_(std::make_shared<FlightRecorder>(channel_->rank(), channel_->size())),
-      outputs_(std::move(outputs)),
+      // Requests share only a user's allocator: null means the output pool, as the default one
+      // does, without a locked reference count per request.
+      outputs_(outputs && outputs->userOwned() ? std::move(outputs) : nullptr),
       mutex_(recorder_->mutex()) {
   FlightRecorder::track(recorder_);
   thread_ = std::thread([this] { run(); });
@@ -93,6 +95,39 @@ Communicator::Communicator(std::unique_ptr<backends::Channel> channel, const Con
 
 Communicator::~Communicator() {
   if (thread_.joinable()) abort();
+}
+
+namespace {
+// Seats are never freed (Communicator::Seat): the free ones wait here for the next communicator.
+// Both are never destroyed, so a communicator destroyed during exit still finds them.
+std::mutex& seatPoolMutex() {
+  static auto* mutex = new std::mutex;
+  return *mutex;
+}
+std::vector<CallerProgress*>& freeSeats() {
+  static auto* seats = new std::vector<CallerProgress*>;
+  return *seats;
+}
+size_t gSeatsMade = 0;  // under seatPoolMutex(): freeSeats() has room for all of them
+}  // namespace
+
+Communicator::SeatLease::SeatLease() {
+  std::lock_guard<std::mutex> lock(seatPoolMutex());
+  std::vector<CallerProgress*>& seats = freeSeats();
+  if (seats.empty()) {
+    seats.reserve(gSeatsMade + 1);  // so that giving it back never allocates
+    seat_ = new Seat;
+    ++gSeatsMade;
+    return;
+  }
+  seat_ = static_cast<Seat*>(seats.back());
+  seats.pop_back();
+  seat_->wanted.store(false);
+}
+
+Communicator::SeatLease::~SeatLease() {
+  std::lock_guard<std::mutex> lock(seatPoolMutex());
+  freeSeats().push_back(seat_);
 }
 
 Status Communicator::submit(std::unique_ptr<LocalOp> op) {
@@ -130,7 +165,7 @@ Status Communicator::submit(std::unique_ptr<LocalOp> op) {
     // The size bound is about host temporaries (kCallerMaxBytes): a CUDA operation has none.
     op->callerDrivable = op->callerDrivable &&
                          (op->spec.device != kHostDevice || op->payloadBytes <= kCallerMaxBytes);
-    if (op->callerDrivable) op->request->setProgress(seat_);
+    if (op->callerDrivable) op->request->setProgress(seat_.get());
     // What the submission time is for: a batching window and a join's age (which rank joined
     // last) and the timeline's spans need it precise; the claim window is dated by the thread
     // when it first sees the operation (ProgressMode::takeAt); the recorder and the one-second

@@ -73,6 +73,7 @@ Code Request::wait(double timeoutSeconds) const {
     std::this_thread::yield();
   }
   std::unique_lock<std::mutex> lock(mutex_);
+  if (!done_) done_.emplace();
   auto finished = [this] { return code_ != Code::kInProgress; };
   struct Sleeping {
     std::atomic<int>& count;
@@ -80,10 +81,10 @@ Code Request::wait(double timeoutSeconds) const {
     ~Sleeping() { count.fetch_sub(1); }
   } sleeping(sleepers_);
   if (forever) {
-    done_.wait(lock, finished);
+    done_->wait(lock, finished);
     return code_;
   }
-  if (!done_.wait_until(lock, deadline, finished)) return Code::kTimeout;
+  if (!done_->wait_until(lock, deadline, finished)) return Code::kTimeout;
   return code_;
 }
 
@@ -143,21 +144,20 @@ void Request::complete(const Status& status) {
     Code expected = Code::kInProgress;
     if (!code_.compare_exchange_strong(expected, status.code())) return;
     if (sleepers_.load() == 0) return;
-    { std::lock_guard<std::mutex> lock(mutex_); }  // the sleeper is in its wait (it held mutex_)
-    done_.notify_all();
+    // The sleeper made done_ and is in its wait (it held mutex_ for both).
+    std::lock_guard<std::mutex> lock(mutex_);
+    done_->notify_all();
     return;
   }
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (code_ != Code::kInProgress) return;
-    message_ = status.message();
-    Code expected = Code::kInProgress;
-    if (!code_.compare_exchange_strong(expected, status.code())) {
-      message_.clear();  // completed meanwhile without a message: later calls are ignored
-      return;
-    }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (code_ != Code::kInProgress) return;
+  message_ = status.message();
+  Code expected = Code::kInProgress;
+  if (!code_.compare_exchange_strong(expected, status.code())) {
+    message_.clear();  // completed meanwhile without a message: later calls are ignored
+    return;
   }
-  done_.notify_all();
+  if (done_) done_->notify_all();  // (none made: no one sleeps, and a later wait sees the code)
 }
 
 void Request::release() {

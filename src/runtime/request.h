@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,8 +86,9 @@ class Request {
   void setReceivedSplits(std::vector<std::vector<int64_t>> splits);
   void setNewChannel(std::unique_ptr<backends::Channel> channel);
 
-  // Set at submission, before the caller sees the request: wait() may drive through it.
-  void setProgress(std::shared_ptr<CallerProgress> progress) { progress_ = std::move(progress); }
+  // Set at submission, before the caller sees the request: wait() may drive through it. It must
+  // outlive the request (a communicator's seat is never freed: communicator.h).
+  void setProgress(CallerProgress* progress) { progress_ = progress; }
 
   // Marks the request finished; wakes waiters. Later calls are ignored.
   void complete(const Status& status);
@@ -102,7 +104,10 @@ class Request {
 
  private:
   mutable std::mutex mutex_;
-  mutable std::condition_variable done_;
+  // Made by the first wait() that sleeps (under mutex_): most requests complete while their
+  // caller drives or polls, and destroying a condition variable is a locked instruction (~6 ns
+  // on this VM) in every small operation.
+  mutable std::optional<std::condition_variable> done_;
   // Completion without a message (success) stores the code without mutex_, and takes it only
   // to wake a waiter that sleeps: wait() counts itself in `sleepers_` (under mutex_) before it
   // looks at the code a last time, complete() looks at `sleepers_` after it stored the code
@@ -115,7 +120,7 @@ class Request {
   std::vector<OutputTensor> outputs_;
   std::vector<std::vector<int64_t>> receivedSplits_;
   std::unique_ptr<backends::Channel> newChannel_;
-  std::shared_ptr<CallerProgress> progress_;  // null: only the communicator's thread progresses
+  CallerProgress* progress_ = nullptr;  // null: only the communicator's thread progresses
 };
 
 }  // namespace hcoll::runtime

@@ -48,10 +48,9 @@ bool settingOn(const char* name) {
 // contribution, wait for the ranks it needs, compute the result from their payloads, ack.
 class SlotPending : public Pending {
  public:
-  SlotPending(std::shared_ptr<ShmControl> block, ShmControl::Plane* plane)
-      : rank_(block->rank()),
-        size_(block->size()),
-        block_(std::move(block)),
+  SlotPending(const ShmControl& block, ShmControl::Plane* plane)
+      : rank_(block.rank()),
+        size_(block.size()),
         plane_(plane),
         seq_(++plane->started),
         slot_(seq_ % ShmControl::kSlots) {}
@@ -143,7 +142,7 @@ class SlotPending : public Pending {
     return true;
   }
 
-  std::shared_ptr<ShmControl> block_;  // keeps the mapping while an abandoned operation lives
+  // Into the block, which outlives every operation still polled (top of mpi_shm_control.h).
   ShmControl::Plane* plane_;
   uint64_t seq_;
   size_t slot_;
@@ -191,9 +190,9 @@ class AndBitsOp final : public SlotPending {
   static void operator delete(void* block) {
     if (!AndBitsBlocks::keep(block)) ::operator delete(block);
   }
-  AndBitsOp(std::shared_ptr<ShmControl> b, ShmControl::Plane* p, uint64_t* words, size_t count,
+  AndBitsOp(const ShmControl& b, ShmControl::Plane* p, uint64_t* words, size_t count,
             const Channel::FoldedCollective* fold)
-      : SlotPending(std::move(b), p), words_(words), count_(count) {
+      : SlotPending(b, p), words_(words), count_(count) {
     if (fold != nullptr) {
       fold_ = *fold;
       elementSize_ = dataTypeSize(fold->dtype);
@@ -265,9 +264,9 @@ class AndBitsOp final : public SlotPending {
 
 class AllreduceOp final : public SlotPending {
  public:
-  AllreduceOp(std::shared_ptr<ShmControl> b, ShmControl::Plane* p, const void* send, void* recv,
+  AllreduceOp(const ShmControl& b, ShmControl::Plane* p, const void* send, void* recv,
               size_t count, const Reduction& reduction)
-      : SlotPending(std::move(b), p),
+      : SlotPending(b, p),
         send_(send != nullptr ? send : recv),
         recv_(recv),
         count_(count),
@@ -294,9 +293,9 @@ class AllreduceOp final : public SlotPending {
 
 class ReduceScatterOp final : public SlotPending {
  public:
-  ReduceScatterOp(std::shared_ptr<ShmControl> b, ShmControl::Plane* p, const void* send, void* recv,
+  ReduceScatterOp(const ShmControl& b, ShmControl::Plane* p, const void* send, void* recv,
                   size_t totalBytes, size_t offsetBytes, size_t count, const Reduction& reduction)
-      : SlotPending(std::move(b), p),
+      : SlotPending(b, p),
         send_(send),
         recv_(recv),
         totalBytes_(totalBytes),
@@ -322,9 +321,9 @@ class ReduceScatterOp final : public SlotPending {
 
 class BroadcastOp final : public SlotPending {
  public:
-  BroadcastOp(std::shared_ptr<ShmControl> b, ShmControl::Plane* p, void* buf, size_t bytes,
+  BroadcastOp(const ShmControl& b, ShmControl::Plane* p, void* buf, size_t bytes,
               int root)
-      : SlotPending(std::move(b), p), buf_(buf), bytes_(bytes), root_(root) {}
+      : SlotPending(b, p), buf_(buf), bytes_(bytes), root_(root) {}
 
  private:
   void fill(char* payload) override {
@@ -342,9 +341,9 @@ class BroadcastOp final : public SlotPending {
 
 class AllgathervOp final : public SlotPending {
  public:
-  AllgathervOp(std::shared_ptr<ShmControl> b, ShmControl::Plane* p, const void* send, void* recv,
+  AllgathervOp(const ShmControl& b, ShmControl::Plane* p, const void* send, void* recv,
                const std::vector<size_t>& recvBytes)
-      : SlotPending(std::move(b), p),
+      : SlotPending(b, p),
         send_(send),
         recv_(static_cast<char*>(recv)),
         recvBytes_(recvBytes) {}
@@ -379,9 +378,9 @@ class AllgathervOp final : public SlotPending {
 
 class AlltoallOp final : public SlotPending {
  public:
-  AlltoallOp(std::shared_ptr<ShmControl> b, ShmControl::Plane* p, const void* send, void* recv,
+  AlltoallOp(const ShmControl& b, ShmControl::Plane* p, const void* send, void* recv,
              size_t bytesPerRank)
-      : SlotPending(std::move(b), p),
+      : SlotPending(b, p),
         send_(static_cast<const char*>(send != nullptr ? send : recv)),
         recv_(static_cast<char*>(recv)),
         block_(bytesPerRank) {}
@@ -473,7 +472,7 @@ PendingPtr ShmControl::andBits(uint64_t* words, size_t count,
         (fold->root < 0 || fold->root >= size_)))) {
     fold = nullptr;  // too large to fold here (or no such root): this rank takes part without
   }
-  return start<AndBitsOp>(shared_from_this(), &control_, words, count, fold);
+  return start<AndBitsOp>(*this, &control_, words, count, fold);
 }
 
 size_t ShmControl::foldableBytes(size_t words) const {
@@ -484,7 +483,7 @@ size_t ShmControl::foldableBytes(size_t words) const {
 PendingPtr ShmControl::allreduce(const void* send, void* recv, size_t count,
                                  const Reduction& reduction) {
   if (count * reduction.elementSize > data_.slotBytes) return nullptr;
-  return start<AllreduceOp>(shared_from_this(), &data_, send, recv, count, reduction);
+  return start<AllreduceOp>(*this, &data_, send, recv, count, reduction);
 }
 
 PendingPtr ShmControl::allgatherv(const void* send, size_t sendBytes, void* recv,
@@ -494,17 +493,17 @@ PendingPtr ShmControl::allgatherv(const void* send, size_t sendBytes, void* recv
   for (size_t b : recvBytes) {
     if (b > data_.slotBytes) return nullptr;
   }
-  return start<AllgathervOp>(shared_from_this(), &data_, send, recv, recvBytes);
+  return start<AllgathervOp>(*this, &data_, send, recv, recvBytes);
 }
 
 PendingPtr ShmControl::broadcast(void* buf, size_t bytes, int root) {
   if (bytes > data_.slotBytes || root < 0 || root >= size_) return nullptr;
-  return start<BroadcastOp>(shared_from_this(), &data_, buf, bytes, root);
+  return start<BroadcastOp>(*this, &data_, buf, bytes, root);
 }
 
 PendingPtr ShmControl::alltoall(const void* send, void* recv, size_t bytesPerRank) {
   if (bytesPerRank > data_.slotBytes / static_cast<size_t>(size_)) return nullptr;
-  return start<AlltoallOp>(shared_from_this(), &data_, send, recv, bytesPerRank);
+  return start<AlltoallOp>(*this, &data_, send, recv, bytesPerRank);
 }
 
 PendingPtr ShmControl::reduceScatter(const void* send, void* recv,
@@ -519,13 +518,13 @@ PendingPtr ShmControl::reduceScatter(const void* send, void* recv,
   if (total * reduction.elementSize > data_.slotBytes) return nullptr;
   const size_t es = reduction.elementSize;
   // A null send (MPI_IN_PLACE's meaning): the whole input is in recv.
-  return start<ReduceScatterOp>(shared_from_this(), &data_, send != nullptr ? send : recv, recv,
+  return start<ReduceScatterOp>(*this, &data_, send != nullptr ? send : recv, recv,
                                 total * es, offset * es, recvCounts[static_cast<size_t>(rank_)],
                                 reduction);
 }
 
 PendingPtr ShmControl::barrier() {
-  return start<BarrierOp>(shared_from_this(), &data_);
+  return start<BarrierOp>(*this, &data_);
 }
 
 }  // namespace hcoll::backends::mpi

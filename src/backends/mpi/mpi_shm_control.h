@@ -27,6 +27,12 @@
 // Waiting is polling a flag, like an MPI request: the runtime's bounded waits (stall shutdown,
 // close bound, the peers' notices) apply unchanged, so a peer that died holding the block fails
 // the survivor within those bounds. The segment is unlinked once every rank mapped it.
+//
+// An operation points into the block without owning it (a shared_ptr copy per operation was two
+// locked instructions, ~12 ns on this VM, a small operation's every round): the block must
+// outlive every operation that is still polled. The runtime polls them only from its engine,
+// which dies before the channel that owns the block; one it gave up on goes to keepForever
+// (common/keep_forever.h) and is never polled or read again.
 
 #include <mpi.h>
 
@@ -45,7 +51,7 @@ namespace hcoll::backends::mpi {
 // (or HCOLL_MPI_SHM=0) turns the path off for every communicator that rank is part of.
 std::string shmSmallSettingError();
 
-class ShmControl : public std::enable_shared_from_this<ShmControl> {
+class ShmControl {
  public:
   static constexpr int kMaxRanks = 8;
   static constexpr size_t kSlots = 4;
