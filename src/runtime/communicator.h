@@ -54,7 +54,7 @@ class Communicator {
   Communicator& operator=(const Communicator&) = delete;
 
   // A request for an operation submitted here.
-  std::shared_ptr<Request> newRequest() const { return std::make_shared<Request>(outputs_); }
+  std::shared_ptr<Request> newRequest() const { return makeRequest(outputs_); }
 
   int rank() const { return channel_->rank(); }
   int size() const { return channel_->size(); }

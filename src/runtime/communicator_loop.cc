@@ -346,8 +346,11 @@ Communicator::RoundOutcome Communicator::runRoundUnguarded(
   if (round.slowPath) stats_.slowPath.add(1);
   stats_.cacheHits.add(round.fromCache);
   if (timed) recordRound(roundStart, round, pending);
-  // Negotiated and now running: one step for the recorder (it dates both alike).
-  advanceRecorder(round.responses, pending, FlightState::kRunning, coarseNow());
+  // Negotiated and now running: one step for the recorder (it dates both alike). Not for a
+  // folded operation: done in this same round, it has nothing left that could hang.
+  if (round.folded == nullptr) {
+    advanceRecorder(round.responses, pending, FlightState::kRunning, coarseNow());
+  }
   execute(executor, round.responses, pending);
   if (!executor.failure().isOk()) {
     if (!liveness_.peerGone()) {

@@ -29,6 +29,9 @@ struct RoundResult {
   bool slowPath = false;
   bool allClosing = false;          // every rank is destroying the communicator
   bool anyClosing = false;          // some rank is: this was the communicator's last round
+  // The small-message fold stood: the round is this one operation (responses[0]), whose result
+  // is in its foldedResult (LocalOp).
+  LocalOp* folded = nullptr;
 };
 
 class Negotiator {
@@ -90,6 +93,9 @@ class Negotiator {
   // Appends to out->responses what every rank marked in the ANDed words, sets out->fromCache;
   // fails only if the automatic-name check's exchange (when one is needed) fails.
   Status replayCached(size_t slots, RoundResult* out);
+  // The round's result when the fold of `op` (in `slot`) stood: replayCached's and round()'s
+  // work for that one case.
+  Status foldedRound(LocalOp& op, size_t slot, RoundResult* out);
   // The cached response of automatic slot `slot` under this call's `name` (renamed_).
   ResponsePtr renamedReplay(size_t slot, const ResponsePtr& cached, const std::string& name);
   // "ranks [2] (not in this negotiation round; ranks [1] are)" when the channel can tell, else

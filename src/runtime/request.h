@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/recycled_allocator.h"
 #include "common/status.h"
 #include "common/types.h"
 
@@ -122,5 +123,11 @@ class Request {
   std::unique_ptr<backends::Channel> newChannel_;
   CallerProgress* progress_ = nullptr;  // null: only the communicator's thread progresses
 };
+
+// A new request. Its block (the request and its shared count) is kept per thread when freed and
+// reused by the thread's next one (common/recycled_allocator.h): one per call.
+inline std::shared_ptr<Request> makeRequest(std::shared_ptr<const OutputAllocator> allocator) {
+  return std::allocate_shared<Request>(RecycledAllocator<Request>(), std::move(allocator));
+}
 
 }  // namespace hcoll::runtime

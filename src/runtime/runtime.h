@@ -41,7 +41,7 @@ class Runtime {
   const std::vector<int>& hostedRanks() const { return hostedRanks_; }
   const char* backendName() const { return backendName_; }
   const std::shared_ptr<const OutputAllocator>& outputAllocator() const { return outputs_; }
-  std::shared_ptr<Request> newRequest() const { return std::make_shared<Request>(outputs_); }
+  std::shared_ptr<Request> newRequest() const { return makeRequest(outputs_); }
 
   // Collective over parent's members; *out is null on ranks outside the new communicator.
   Status split(Communicator& parent, int color, int key, std::shared_ptr<Communicator>* out);
