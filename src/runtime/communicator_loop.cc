@@ -351,7 +351,11 @@ Communicator::RoundOutcome Communicator::runRoundUnguarded(
   if (round.folded == nullptr) {
     advanceRecorder(round.responses, pending, FlightState::kRunning, coarseNow());
   }
-  execute(executor, round.responses, pending);
+  if (round.folded != nullptr) {
+    executor.executeFolded(*round.responses[0], *round.folded, pending);
+  } else {
+    execute(executor, round.responses, pending);
+  }
   if (!executor.failure().isOk()) {
     if (!liveness_.peerGone()) {
       log_->error("a collective was given up on, communicator stops: {}",

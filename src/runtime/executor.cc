@@ -52,8 +52,6 @@ Status Executor::submitAndWait(backends::PendingPtr pending, size_t bytes, size_
 }
 
 void Executor::execute(const std::vector<ResponsePtr>& responses, PendingOps& pending) {
-  // A folded operation is alone in its round (its verdict needs its slot the only one set).
-  if (responses.size() == 1 && runFolded(*responses[0], pending)) return;
   size_t i = 0;
   while (i < responses.size()) {
     const Response& r = *responses[i];

@@ -40,6 +40,10 @@ class Executor {
   // Runs `responses` in order. Every local op a response names is taken out of `pending` and
   // handed to `finish` with its final status.
   void execute(const std::vector<ResponsePtr>& responses, PendingOps& pending);
+  // The round of a folded operation (RoundResult::folded: `r` is its response, its result rode
+  // in the round's readiness exchange): unpacked into its outputs (executor_folded.cc), then the
+  // operation is taken out of `pending` and finished.
+  void executeFolded(const Response& r, LocalOp& op, PendingOps& pending);
   // Why a data-plane wait was given up on (ok if none was): the backend operation is still
   // active and this rank is out of step with its peers, so the communicator cannot go on.
   const Status& failure() const { return failure_; }
@@ -54,9 +58,6 @@ class Executor {
   struct Plane;   // where a batch runs: host (the channel) or a device backend
   class Scratch;  // a batch's temporary buffer
   void runFusible(const std::vector<const Response*>& run, PendingOps& pending);
-  // A lone operation whose result rode in its round's readiness exchange (the small-message
-  // fold), unpacked directly (executor_folded.cc; false: not one, nothing was done).
-  bool runFolded(const Response& r, PendingOps& pending);
   Status runBatch(OpKind kind, const std::vector<Item>& items);
   Status allreduceBatch(const Plane& plane, const std::vector<Item>& items);
   Status allgatherBatch(const Plane& plane, const std::vector<Item>& items);

@@ -1,9 +1,10 @@
 // The small-message fold's results. The negotiator folds a lone cached host operation into its
 // round's readiness exchange (negotiator.cc; LocalOp::foldedResult): when the fold stands, the
 // round holds that one operation and its whole result is already here. What is left is local:
-// unpack it into the outputs. Straight from execute(), without the batching machinery of
-// runFusible (a third of an 8-byte allreduce's own work went there), and with nothing collective
-// left, a failure here (an output the user's allocator refused) is this rank's alone.
+// unpack it into the outputs. Straight from the loop (RoundResult::folded), without execute()'s
+// dispatch or the batching machinery of runFusible (a third of an 8-byte allreduce's own work
+// went there), and with nothing collective left, a failure here (an output the user's allocator
+// refused) is this rank's alone.
 //
 // Everything here is host memory (only host operations fold): results are copied and scaled
 // with fusion's host routines directly, not through backends::MemoryOps (a virtual call and a
@@ -18,38 +19,34 @@ namespace hcoll::runtime {
 using executor_detail::averagedPostscale;
 using executor_detail::memberOutput;
 
-bool Executor::runFolded(const Response& r, PendingOps& pending) {
-  if (r.error != Code::kSuccess) return false;
-  LocalOp* op = pending.find(r.spec.name);
-  if (op == nullptr || op->foldedResult == nullptr) return false;
+void Executor::executeFolded(const Response& r, LocalOp& op, PendingOps& pending) {
   const bool timed = timeline_ && timeline_->active();
   const auto start = timed ? std::chrono::steady_clock::now()
                            : std::chrono::steady_clock::time_point{};
   Status s;
   switch (r.spec.kind) {
     case OpKind::kAllreduce:
-      s = takeFoldedAllreduce(r, *op);
+      s = takeFoldedAllreduce(r, op);
       break;
     case OpKind::kAllgather:
-      s = takeFoldedAllgather(r, *op);
+      s = takeFoldedAllgather(r, op);
       break;
     case OpKind::kBroadcast:
-      s = takeFoldedBroadcast(r, *op);
+      s = takeFoldedBroadcast(r, op);
       break;
     case OpKind::kReducescatter:
-      s = takeFoldedReducescatter(r, *op);
+      s = takeFoldedReducescatter(r, op);
       break;
     case OpKind::kAlltoall:
-      s = alltoall(r, *op);  // its output and received splits are alltoall()'s either way
+      s = alltoall(r, op);  // its output and received splits are alltoall()'s either way
       break;
     default:
       s = internalError(std::string("a folded ") + opKindName(r.spec.kind));
       break;
   }
-  if (timed) recordExecution({op}, r.spec.kind, 1, start);
+  if (timed) recordExecution({&op}, r.spec.kind, 1, start);
   if (s.isOk()) stats_.foldedOps.add(1);
-  finish_(pending.take(r.spec.name), s);
-  return true;
+  finish_(pending.take(op), s);
 }
 
 // The reduction into the caller's output, with the postscale.

@@ -144,6 +144,22 @@ class PendingOps {
     }
     return op;
   }
+  // The same for an operation known by its address (null if it is not here): a loop of small
+  // calls has one pending, found without comparing names.
+  std::unique_ptr<LocalOp> take(const LocalOp& op) {
+    if (indexed_) return take(std::string_view(op.spec.name));
+    for (auto at = ops_.begin(); at != ops_.end(); ++at) {
+      if (at->get() != &op) continue;
+      auto taken = std::move(*at);
+      if (spareOps_.size() < kSpareNodes) {
+        spareOps_.splice(spareOps_.end(), ops_, at);
+      } else {
+        ops_.erase(at);
+      }
+      return taken;
+    }
+    return nullptr;
+  }
   bool empty() const { return ops_.empty(); }
   size_t size() const { return ops_.size(); }
   List& all() { return ops_; }

@@ -234,3 +234,24 @@ TEST_CASE("requests' blocks are kept per thread and reused", "[local_op]") {
   many.join();
   REQUIRE(madeAgain);
 }
+
+TEST_CASE("pending operations are taken by address too", "[local_op]") {
+  PendingOps pending;
+  pending.add(named("a"));
+  pending.add(named("b"));
+  LocalOp* b = pending.find("b");
+  REQUIRE(b != nullptr);
+  auto taken = pending.take(*b);  // a few pending: compared by address
+  REQUIRE(taken.get() == b);
+  REQUIRE(pending.find("b") == nullptr);
+  REQUIRE(pending.take(*taken) == nullptr);  // no longer here
+  REQUIRE(order(pending) == std::vector<std::string>{"a"});
+  // Many pending (indexed by name): the same answer.
+  for (int i = 0; i < 10; ++i) pending.add(named("op." + std::to_string(i)));
+  LocalOp* seven = pending.find("op.7");
+  REQUIRE(seven != nullptr);
+  auto taken7 = pending.take(*seven);
+  REQUIRE(taken7.get() == seven);
+  REQUIRE(pending.find("op.7") == nullptr);
+  REQUIRE(pending.size() == 10);
+}
