@@ -79,8 +79,10 @@ class Submission {
       op_->outputs.push_back(std::move(output));
     }
     if (op_->inputs.empty()) op_->spec.device = input.device;
-    op_->spec.members.push_back(
-        MemberSpec{input.dtype, Shape(in->shape, in->shape + ndim)});
+    // Built in place (no temporary shape to move and destroy).
+    MemberSpec& member = op_->spec.members.emplace_back();
+    member.dtype = input.dtype;
+    member.shape.assign(in->shape, in->shape + ndim);
     op_->inputs.push_back(std::move(input));
     return HCOLL_SUCCESS;
   }

@@ -342,18 +342,18 @@ Communicator::RoundOutcome Communicator::runRoundUnguarded(
     state.broken = !closing;
     return RoundOutcome::kStop;
   }
-  alignAutoNames(round.responses, round.fromCache);
+  // (Only responses beyond the replayed ones can move the counters: none in a cache-only round.)
+  if (round.fromCache < round.responses.size()) alignAutoNames(round.responses, round.fromCache);
   if (round.slowPath) stats_.slowPath.add(1);
   stats_.cacheHits.add(round.fromCache);
   if (timed) recordRound(roundStart, round, pending);
-  // Negotiated and now running: one step for the recorder (it dates both alike). Not for a
-  // folded operation: done in this same round, it has nothing left that could hang.
-  if (round.folded == nullptr) {
-    advanceRecorder(round.responses, pending, FlightState::kRunning, coarseNow());
-  }
   if (round.folded != nullptr) {
-    executor.executeFolded(*round.responses[0], *round.folded, pending);
+    // No running step for the recorder: done in this same round, it has nothing left that
+    // could hang.
+    executor.executeFolded(*round.foldedResponse, *round.folded, pending);
   } else {
+    // Negotiated and now running: one step for the recorder (it dates both alike).
+    advanceRecorder(round.responses, pending, FlightState::kRunning, coarseNow());
     execute(executor, round.responses, pending);
   }
   if (!executor.failure().isOk()) {
@@ -367,7 +367,7 @@ Communicator::RoundOutcome Communicator::runRoundUnguarded(
     state.peerStuck = !abort_.load();
     return RoundOutcome::kStop;
   }
-  state.productive = !round.responses.empty();
+  state.productive = !round.responses.empty() || round.folded != nullptr;
   if (round.allClosing) {
     state.closedTogether = true;
     return RoundOutcome::kStop;
@@ -490,9 +490,10 @@ void Communicator::alignAutoNames(const std::vector<ResponsePtr>& responses, siz
 void Communicator::recordRound(std::chrono::steady_clock::time_point start,
                                const RoundResult& round, const PendingOps& pending) {
   const auto now = std::chrono::steady_clock::now();
-  timeline_->cycle(timelineTrack_, start, now, round.slowPath, round.responses.size());
-  for (size_t i = 0; i < round.responses.size(); ++i) {
-    const Response& r = *round.responses[i];
+  const size_t count = round.folded != nullptr ? 1 : round.responses.size();
+  timeline_->cycle(timelineTrack_, start, now, round.slowPath, count);
+  for (size_t i = 0; i < count; ++i) {
+    const Response& r = round.folded != nullptr ? *round.foldedResponse : *round.responses[i];
     if (const LocalOp* op = pending.find(r.spec.name)) {
       std::string args = std::string(R"({"kind":")") + opKindName(r.spec.kind) + R"(","cached":)" +
                          (i < round.fromCache ? "true" : "false") + "}";

@@ -289,14 +289,14 @@ Status Negotiator::foldedRound(LocalOp& op, size_t slot, RoundResult* out) {
   // and the rest cost ~200 of the ~5300 instructions of a named 8-byte allreduce (callgrind).
   const ResponsePtr& cached = cache_.shared(static_cast<int>(slot));
   if (!cached->spec.autoNamed) {
-    out->responses.push_back(cached);
+    out->foldedResponse = cached.get();
   } else {
     // This rank set the slot's bit for its one call (foldable() saw it marked): autoMarks_[0].
     if (autoMarkCount_ != 1 || autoMarks_[0].first != static_cast<int>(slot)) {
       return internalError("response cache: automatic slot " + std::to_string(slot) +
                            " folded without this rank's call");
     }
-    out->responses.push_back(renamedReplay(slot, cached, autoMarks_[0].second));
+    out->foldedResponse = renamedReplay(slot, cached, autoMarks_[0].second).get();
   }
   out->fromCache = 1;
   out->folded = &op;
@@ -374,8 +374,8 @@ Status Negotiator::replayCached(size_t slots, RoundResult* out) {
   return Status::ok();
 }
 
-ResponsePtr Negotiator::renamedReplay(size_t slot, const ResponsePtr& cached,
-                                      const std::string& name) {
+const std::shared_ptr<Response>& Negotiator::renamedReplay(size_t slot, const ResponsePtr& cached,
+                                                           const std::string& name) {
   if (renamed_.size() <= slot) renamed_.resize(slot + 1);
   RenamedCopy& copy = renamed_[slot];
   // A new copy when the slot's response changed (`of` holds the old one, so its address cannot

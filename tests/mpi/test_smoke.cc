@@ -18,6 +18,18 @@ TEST_CASE("smoke: one of each collective", "[smoke]") {
     HCOLL_REQUIRE_OK(waitAndFree(req));
     for (int i = 0; i < 5; ++i) REQUIRE(t.get(i) == n * (n - 1) / 2 + n * i);
   }
+  SECTION("a small allreduce, again and again") {
+    // Cached after the first call, then folded into its rounds' readiness exchange: the
+    // timeline check wants those traced too ("ar.again", NEGOTIATE cached, then EXECUTE).
+    for (int k = 0; k < 5; ++k) {
+      Tensor t(HCOLL_FLOAT64, {1});
+      t.set(0, r + k);
+      auto d = t.desc();
+      HCOLL_REQUIRE_OK(hcoll_allreduce(w, "ar.again", &d, &d, HCOLL_SUM, 1.0, 1.0, &req));
+      HCOLL_REQUIRE_OK(waitAndFree(req));
+      REQUIRE(t.get(0) == n * (n - 1) / 2 + n * k);
+    }
+  }
   SECTION("allreduce with a name that is not UTF-8") {
     // Names are bytes: the timeline must still be valid JSON (check_timeline.py parses it and
     // looks for this row as "bad\u00ff\u00fe name" next to the valid "\u00e9" = U+00E9).

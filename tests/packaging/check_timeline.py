@@ -55,7 +55,7 @@ def check(path):
     def on_tracks(name):
         return sorted(pid for pid, tensor in by_tensor if tensor == name)
 
-    expected = [(world, name) for name in ("ar", "ag", "bc", "a2a", "rs", "g")]
+    expected = [(world, name) for name in ("ar", "ag", "bc", "a2a", "rs", "g", "ar.again")]
     sub_tracks = on_tracks("sub.ar")
     if len(sub_tracks) != 1 or sub_tracks[0] not in others:
         fail(f"{path}: 'sub.ar' (split communicator) is on tracks {sub_tracks}, expected one "
@@ -70,6 +70,16 @@ def check(path):
             fail(f"{path}: tensor '{name}' has phases {kinds}, expected NEGOTIATE then EXECUTE")
         if phases[0]["ts"] + phases[0]["dur"] > phases[1]["ts"] + 1:
             fail(f"{path}: tensor '{name}' executed before its negotiation ended")
+    # "ar.again" ran five times: replayed from the cache after the first (on one node, folded
+    # into its rounds' readiness exchange), and every call traced.
+    again = sorted(by_tensor[(world, "ar.again")], key=lambda e: e["ts"])
+    negotiated = [e for e in again if e["name"] == "NEGOTIATE"]
+    executed = [e for e in again if e["name"] == "EXECUTE"]
+    if len(negotiated) != 5 or len(executed) != 5:
+        fail(f"{path}: 'ar.again' ran 5 times, traced {len(negotiated)} NEGOTIATE and "
+             f"{len(executed)} EXECUTE spans")
+    if not any(e["args"].get("cached") for e in negotiated):
+        fail(f"{path}: no call of 'ar.again' was replayed from the cache: {negotiated}")
     # The smoke run's name with invalid UTF-8 bytes (0xff 0xfe) and a valid "\u00e9": json.load
     # above already proved the file is valid; the row keeps the bytes visible as \u00XX.
     odd = "bad\u00ff\u00fe name \u00e9"
