@@ -90,7 +90,10 @@ std::string rankList(const std::vector<int>& ranks);
 struct TensorDesc {
   void* data = nullptr;
   DataType dtype = DataType::kFloat32;
-  std::vector<int64_t> shape;  // filled only for *_into outputs (see above): kept small
+  // Filled only for *_into outputs (see above); inline up to Shape::kInline dims: as a vector it
+  // was a malloc and a free in every *_into call (LocalOp recycling keeps the descriptors' vector,
+  // not what each descriptor owned).
+  Shape shape;
   int32_t device = kHostDevice;
   void* stream = nullptr;
 
