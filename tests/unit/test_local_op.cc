@@ -255,3 +255,27 @@ TEST_CASE("pending operations are taken by address too", "[local_op]") {
   REQUIRE(pending.find("op.7") == nullptr);
   REQUIRE(pending.size() == 10);
 }
+
+TEST_CASE("a recycled block serves any count up to the block's", "[local_op]") {
+  // Request::Outputs keeps blocks of up to four outputs: a grouped call's three and a lone
+  // call's one reuse the same blocks (common/recycled_allocator.h).
+  using Ints = std::vector<int, RecycledAllocator<int, 4>>;
+  const int* block = nullptr;
+  {
+    Ints three;
+    three.reserve(3);
+    three.assign({1, 2, 3});
+    block = three.data();
+  }
+  Ints one;
+  one.reserve(1);
+  REQUIRE(one.data() == block);
+  one.push_back(7);
+  REQUIRE(one[0] == 7);
+  Ints many(100, 5);  // beyond a block: plain operator new, freed as such
+  REQUIRE(many.size() == 100);
+  REQUIRE(many[99] == 5);
+  many.clear();
+  many.shrink_to_fit();
+  REQUIRE(many.capacity() == 0);
+}
