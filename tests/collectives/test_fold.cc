@@ -55,32 +55,14 @@ void sumOf(const std::string& name, int k, hcoll_reduce_op_t op = HCOLL_SUM,
   HREQUIRE(result.get(1) == static_cast<float>(sum1 * scale));
 }
 
-}  // namespace
-
-HTEST_CASE("fold: a loop of one named small allreduce folds and stays right", "[fold]") {
+// kCalls 8-byte allreduces named `name` ("": automatic names), each checked; then that each call
+// either folded or called the backend once, that folded ones were cache replays, and that most
+// folded where the channel can fold (the first call is not cached yet; a round that happened to
+// carry more does not fold).
+void loopFolds(const std::string& name) {
   const auto before = commStats(world());
   constexpr int kCalls = 200;
-  for (int k = 0; k < kCalls; ++k) sumOf("fold.loop", k);
-  const auto after = commStats(world());
-  const uint64_t folded = after.folded - before.folded;
-  const uint64_t calls = after.backend_calls - before.backend_calls;
-  HINFO("folded " << folded << " of " << kCalls << ", backend calls " << calls);
-  HREQUIRE(folded + calls == kCalls);  // each call either folded or called the backend once
-  if (channelFolds()) {
-    // The first call is not cached yet; the rest fold unless a round happened to carry more.
-    HREQUIRE(folded >= kCalls / 2);
-  } else {
-    HREQUIRE(folded == 0);
-  }
-}
-
-HTEST_CASE("fold: a loop of unnamed small allreduces folds, replayed under each call's name",
-           "[fold]") {
-  // Automatically named calls of one shape share a cache slot, replayed under each call's own
-  // name: a folded round hands the operation the slot's response renamed to it.
-  const auto before = commStats(world());
-  constexpr int kCalls = 200;
-  for (int k = 0; k < kCalls; ++k) sumOf("", k);
+  for (int k = 0; k < kCalls; ++k) sumOf(name, k);
   const auto after = commStats(world());
   const uint64_t folded = after.folded - before.folded;
   const uint64_t calls = after.backend_calls - before.backend_calls;
@@ -88,12 +70,25 @@ HTEST_CASE("fold: a loop of unnamed small allreduces folds, replayed under each 
   HINFO("folded " << folded << " of " << kCalls << ", backend calls " << calls << ", cache hits "
                   << hits);
   HREQUIRE(folded + calls == kCalls);
-  HREQUIRE(hits >= folded);  // a folded operation is replayed from the cache
+  HREQUIRE(hits >= folded);
   if (channelFolds()) {
     HREQUIRE(folded >= kCalls / 2);
   } else {
     HREQUIRE(folded == 0);
   }
+}
+
+}  // namespace
+
+HTEST_CASE("fold: a loop of one named small allreduce folds and stays right", "[fold]") {
+  loopFolds("fold.loop");
+}
+
+HTEST_CASE("fold: a loop of unnamed small allreduces folds, replayed under each call's name",
+           "[fold]") {
+  // Automatically named calls of one shape share a cache slot, replayed under each call's own
+  // name: a folded round hands the operation the slot's response renamed to it.
+  loopFolds("");
   // The ranks' automatic names stayed aligned: a named call and another unnamed one still match.
   sumOf("fold.after_unnamed", 0);
   sumOf("", 1);
