@@ -98,13 +98,14 @@ class Request {
   // its outputs can never be handed out: a user allocator's buffers then go back through `free`.
   void release();
 
-  // Valid once test() != kInProgress.
   // A request's outputs. Their storage comes from a per-thread block cache
   // (common/recycled_allocator.h), blocks of up to kKeptOutputs: the vector's allocation was a
   // malloc and a free (~250 instructions) in every small allgather, reducescatter, alltoall and
   // *_into call, and in a grouped one (SyncBatchNorm's three members).
   static constexpr size_t kKeptOutputs = 4;
   using Outputs = std::vector<OutputTensor, RecycledAllocator<OutputTensor, kKeptOutputs>>;
+
+  // Valid once test() != kInProgress.
   const Outputs& outputs() const { return outputs_; }
   const std::vector<std::vector<int64_t>>& receivedSplits() const { return receivedSplits_; }
   std::unique_ptr<backends::Channel> takeNewChannel();
