@@ -128,6 +128,31 @@ class PendingOps {
       if (newest == ops_.rend()) return nullptr;
       at = std::prev(newest.base());
     }
+    return takeAt(at);
+  }
+  // The same for an operation known by its address (null if it is not here): a loop of small
+  // calls has one pending, found without comparing names.
+  std::unique_ptr<LocalOp> take(const LocalOp& op) {
+    if (indexed_) return take(std::string_view(op.spec.name));
+    for (auto at = ops_.begin(); at != ops_.end(); ++at) {
+      if (at->get() == &op) return takeAt(at);
+    }
+    return nullptr;
+  }
+  bool empty() const { return ops_.empty(); }
+  size_t size() const { return ops_.size(); }
+  List& all() { return ops_; }
+
+ private:
+  // Keyed by a view of the operation's own name (an operation's name does not change once
+  // submitted, and the list owns the operation as long as its entry exists): adding one copies
+  // no string.
+  using ByName = std::unordered_map<std::string_view, List::iterator>;
+  static constexpr size_t kSpareNodes = 64;
+
+  // Removes the operation at `at` (its name entry, if indexed, already extracted) and returns
+  // it; its list node is kept for reuse.
+  std::unique_ptr<LocalOp> takeAt(List::iterator at) {
     auto op = std::move(*at);
     if (spareOps_.size() < kSpareNodes) {
       spareOps_.splice(spareOps_.end(), ops_, at);
@@ -144,32 +169,6 @@ class PendingOps {
     }
     return op;
   }
-  // The same for an operation known by its address (null if it is not here): a loop of small
-  // calls has one pending, found without comparing names.
-  std::unique_ptr<LocalOp> take(const LocalOp& op) {
-    if (indexed_) return take(std::string_view(op.spec.name));
-    for (auto at = ops_.begin(); at != ops_.end(); ++at) {
-      if (at->get() != &op) continue;
-      auto taken = std::move(*at);
-      if (spareOps_.size() < kSpareNodes) {
-        spareOps_.splice(spareOps_.end(), ops_, at);
-      } else {
-        ops_.erase(at);
-      }
-      return taken;
-    }
-    return nullptr;
-  }
-  bool empty() const { return ops_.empty(); }
-  size_t size() const { return ops_.size(); }
-  List& all() { return ops_; }
-
- private:
-  // Keyed by a view of the operation's own name (an operation's name does not change once
-  // submitted, and the list owns the operation as long as its entry exists): adding one copies
-  // no string.
-  using ByName = std::unordered_map<std::string_view, List::iterator>;
-  static constexpr size_t kSpareNodes = 64;
 
   void index(List::iterator at) {
     const std::string_view name = (*at)->spec.name;
