@@ -174,71 +174,12 @@ PendingPtr start(Args&&... args) {
 // Ranks that fold and ranks that do not run this same operation, so the plane's sequence stays
 // in step whatever each rank folds.
 //
-// The header is one word, so that the published counter, the header, the packed words of a
-// folding rank (below: a mask and three or four words, whatever the cache's size) and 8 bytes of
-// data share one cache line: the tag (bits 0-23), the element count (24-39), then kindWord()'s
-// dtype (40-47), op (48-52), combine (53-55) and root (56-63). A fold whose fields do not fit (never with kMaxFoldBytes and the cache's largest
+// The header is one word, so that the published counter, the header, the words of a communicator
+// with up to 64 cached operations and 8 bytes of data share one cache line: the tag (bits 0-23),
+// the element count (24-39), then kindWord()'s dtype (40-47), op (48-52), combine (53-55) and root
+// (56-63). A fold whose fields do not fit (never with kMaxFoldBytes and the cache's largest
 // capacity) is not folded: this rank takes part without it, and the fold stands nowhere.
 constexpr size_t kFoldHeaderBytes = sizeof(uint64_t);
-
-// The readiness words go packed: a mask of the non-zero ones (a bit per word), then those words
-// in order. A rank that folds has set one slot bit of its cache's (its operation's), so with a
-// cache of a few hundred slots its words are mostly zero; dense, they pushed the folded data out
-// of the published line (bench (d), run after the sweep had filled ~150 slots).
-size_t maskWords(size_t count) { return (count + 63) / 64; }
-// The most bytes `count` words take packed (every word non-zero).
-size_t maxPackedWordsBytes(size_t count) {
-  return (maskWords(count) + count) * sizeof(uint64_t);
-}
-// Writes `words` packed at `to`; returns the bytes written.
-size_t packWords(const uint64_t* words, size_t count, char* to) {
-  const size_t masks = maskWords(count);
-  char* values = to + masks * sizeof(uint64_t);
-  size_t written = 0;
-  for (size_t m = 0; m < masks; ++m) {
-    uint64_t mask = 0;
-    const size_t end = std::min(count, (m + 1) * 64);
-    for (size_t i = m * 64; i < end; ++i) {
-      if (words[i] == 0) continue;
-      mask |= uint64_t{1} << (i % 64);
-      std::memcpy(values + written, &words[i], sizeof(uint64_t));
-      written += sizeof(uint64_t);
-    }
-    std::memcpy(to + m * sizeof(uint64_t), &mask, sizeof(mask));
-  }
-  return masks * sizeof(uint64_t) + written;
-}
-// The bytes of the packed words at `from`.
-size_t packedWordsBytes(const char* from, size_t count) {
-  const size_t masks = maskWords(count);
-  size_t values = 0;
-  for (size_t m = 0; m < masks; ++m) {
-    uint64_t mask;
-    std::memcpy(&mask, from + m * sizeof(uint64_t), sizeof(mask));
-    values += static_cast<size_t>(__builtin_popcountll(mask));
-  }
-  return (masks + values) * sizeof(uint64_t);
-}
-// words[i] &= the packed words' i-th (0 where the mask has no bit).
-void andPackedWords(const char* from, uint64_t* words, size_t count) {
-  const size_t masks = maskWords(count);
-  const char* values = from + masks * sizeof(uint64_t);
-  for (size_t m = 0; m < masks; ++m) {
-    uint64_t mask;
-    std::memcpy(&mask, from + m * sizeof(uint64_t), sizeof(mask));
-    const size_t end = std::min(count, (m + 1) * 64);
-    for (size_t i = m * 64; i < end; ++i) {
-      if (((mask >> (i % 64)) & 1) == 0) {
-        words[i] = 0;
-        continue;
-      }
-      uint64_t theirs;
-      std::memcpy(&theirs, values, sizeof(theirs));
-      words[i] &= theirs;
-      values += sizeof(uint64_t);
-    }
-  }
-}
 
 uint64_t foldHeader(const Channel::FoldedCollective& fold) {
   const uint64_t kind = fold.kindWord();
@@ -284,15 +225,15 @@ class AndBitsOp final : public SlotPending {
  private:
   void fill(char* payload) override {
     std::memcpy(payload, &header_, sizeof(header_));
-    const size_t written = packWords(words_, count_, payload + kFoldHeaderBytes);
-    if (header_ != 0) {
-      copyBytes(payload + kFoldHeaderBytes + written, fold_.send, fold_.count * elementSize_);
-    }
+    copyBytes(payload + kFoldHeaderBytes, words_, count_ * sizeof(uint64_t));
+    if (header_ != 0) copyBytes(payload + dataOffset(), fold_.send, fold_.count * elementSize_);
   }
   bool needs(int) const override { return true; }  // its own payload too (in rank order)
   Status consume() override {
     for (int r = 0; r < size_; ++r) {
-      if (r != rank_) andPackedWords(payload(r) + kFoldHeaderBytes, words_, count_);
+      if (r == rank_) continue;
+      const auto* theirs = reinterpret_cast<const uint64_t*>(payload(r) + kFoldHeaderBytes);
+      for (size_t i = 0; i < count_; ++i) words_[i] &= theirs[i];
     }
     if (header_ == 0) return Status::ok();
     // Every rank folded the same operation alike, or the result is not used anywhere: each
@@ -307,28 +248,24 @@ class AndBitsOp final : public SlotPending {
     auto* recv = static_cast<char*>(fold_.recv);
     switch (fold_.combine) {
       case Combine::kReduce:
-        copyBytes(recv, data(0), bytes);
+        copyBytes(recv, payload(0) + dataOffset(), bytes);
         for (int r = 1; r < size_; ++r) {
-          reduceLocal(reduction_, data(r), recv, fold_.count);
+          reduceLocal(reduction_, payload(r) + dataOffset(), recv, fold_.count);
         }
         break;
       case Combine::kGather:
         for (int r = 0; r < size_; ++r) {
-          copyBytes(recv + static_cast<size_t>(r) * bytes, data(r), bytes);
+          copyBytes(recv + static_cast<size_t>(r) * bytes, payload(r) + dataOffset(), bytes);
         }
         break;
       case Combine::kBroadcast:
-        copyBytes(recv, data(fold_.root), bytes);
+        copyBytes(recv, payload(fold_.root) + dataOffset(), bytes);
         break;
     }
     *fold_.agreed = true;
     return Status::ok();
   }
-  // Where rank r's folded data starts: after its words, whose packed size is its own.
-  const char* data(int r) const {
-    const char* words = payload(r) + kFoldHeaderBytes;
-    return words + packedWordsBytes(words, count_);
-  }
+  size_t dataOffset() const { return kFoldHeaderBytes + count_ * sizeof(uint64_t); }
 
   uint64_t* words_;
   size_t count_;
@@ -541,7 +478,7 @@ ShmControl::~ShmControl() {
 PendingPtr ShmControl::andBits(uint64_t* words, size_t count,
                                 const Channel::FoldedCollective* fold) {
   // Routed by the word count alone (the same on every rank), never by what a rank folds.
-  if (kFoldHeaderBytes + maxPackedWordsBytes(count) > control_.slotBytes) return nullptr;
+  if (kFoldHeaderBytes + count * sizeof(uint64_t) > control_.slotBytes) return nullptr;
   if (fold != nullptr &&
       (fold->count * dataTypeSize(fold->dtype) > foldableBytes(count) ||
        (fold->combine == Channel::FoldedCollective::Combine::kBroadcast &&
@@ -552,7 +489,7 @@ PendingPtr ShmControl::andBits(uint64_t* words, size_t count,
 }
 
 size_t ShmControl::foldableBytes(size_t words) const {
-  const size_t used = kFoldHeaderBytes + maxPackedWordsBytes(words);
+  const size_t used = kFoldHeaderBytes + words * sizeof(uint64_t);
   return used >= control_.slotBytes ? 0 : control_.slotBytes - used;
 }
 
