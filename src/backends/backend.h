@@ -154,6 +154,11 @@ class Channel : public Collectives {
     Combine combine = Combine::kReduce;
     ReduceOp op = ReduceOp::kSum;  // kReduce only
     int root = 0;                  // kBroadcast only
+    // Words from this index on are the same on every rank that folds the same operation alike
+    // (the runtime's slot words: a folding rank marks its operation's cache slot and no other),
+    // so when every rank did, their AND is this rank's own and a channel may leave the others'
+    // unread. SIZE_MAX: no such words.
+    size_t alikeFrom = SIZE_MAX;
     bool* agreed = nullptr;  // required
     // What the ranks compare besides tag and count: equal only for the same collective.
     uint64_t kindWord() const {

@@ -218,6 +218,7 @@ bool Negotiator::foldable(const LocalOp& op, int slot,
     fold->dtype = spec.members[0].dtype;
   }
   fold->op = spec.op;
+  fold->alikeFrom = kFirstSlotWord;  // this rank set one slot bit: the fold's (tag - 1)
   fold->agreed = &foldAgreed_;
   return true;
 }

@@ -5,6 +5,7 @@
 // milliseconds, sizes above its limit left to MPI on every rank alike, and the agreement at
 // creation when HCOLL_MPI_SHM_SMALL=0 on some ranks (the job runs with it on one rank only too).
 #define CATCH_CONFIG_RUNNER
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include <mpi.h>
@@ -206,7 +207,7 @@ TEST_CASE("a folded allreduce stands only when every rank folded it alike") {
     bool agreed = true;
     Fold fold;
     constexpr uint64_t kTooWide = uint64_t{1} << 24;
-    fold.tag = (c == kOneOtherTag && odd)                                  ? 6
+    fold.tag = (c == kOneOtherTag && odd)                              ? 6
                : (c == kOneTagTooWide && odd) || c == kEveryTagTooWide ? kTooWide + 5
                                                                           : 5;
     fold.send = send;
@@ -281,6 +282,69 @@ TEST_CASE("a folded allreduce stands only when every rank folded it alike") {
   // What one rank can fold shrinks with the words; past it a rank takes part without folding.
   CHECK(block->foldableBytes(2) == ShmControl::kControlSlotBytes - 8 - 16);
   CHECK(block->foldableBytes(ShmControl::kControlSlotBytes / 8) == 0);
+}
+
+// The words from FoldedCollective::alikeFrom on travel after the folded data, and a rank leaves
+// the others' unread when every rank folded alike (they are its own then). Whatever the layout
+// and whoever folds, every rank ends with the AND of every rank's words, and a fold that stands
+// finds its data.
+TEST_CASE("the words after the folded data are ANDed unless every rank folded alike") {
+  auto block = makeBlock();
+  if (!block) return;
+  using Fold = hcoll::backends::Channel::FoldedCollective;
+  // Data of 3 floats goes before the alike words (it fits the published line), of 12 after them.
+  enum Case { kAlike, kOneOtherTag, kOneNotFolding, kNoAlikeWords, kAlikePastTheHeader };
+  for (int step = 0; step < 2 * (kAlikePastTheHeader + 1); ++step) {
+    const int c = step / 2;
+    const size_t elements = step % 2 == 0 ? 3 : 12;
+    const bool odd = gRank == gSize - 1;
+    const bool alike = c == kAlike || c == kNoAlikeWords || c == kAlikePastTheHeader;
+    const size_t count = c == kAlikePastTheHeader ? 40 : 150;
+    const size_t alikeFrom = c == kNoAlikeWords ? SIZE_MAX : c == kAlikePastTheHeader ? 35 : 2;
+    // Leading words differ per rank; the rest are the same on every rank where the fold is
+    // alike (as the runtime's slot words are), and differ where it is not.
+    auto wordOf = [&](int r, size_t i) -> uint64_t {
+      if (i < std::min(alikeFrom, count) || !alike) {
+        return ((i + static_cast<size_t>(r)) % 3 == 0) ? 0 : ~(uint64_t{1} << (r + i % 7));
+      }
+      return i == 77 ? 0x5a5a : 0;
+    };
+    std::vector<uint64_t> words(count);
+    for (size_t i = 0; i < count; ++i) words[i] = wordOf(gRank, i);
+    std::vector<float> send(elements, 0.5f), recv(elements, -7.0f);
+    send[0] = 1.0f + gRank;
+    send[2] = -2.0f * gRank;
+    bool agreed = false;
+    Fold fold;
+    fold.tag = (c == kOneOtherTag && odd) ? 12 : 11;
+    fold.send = send.data();
+    fold.recv = recv.data();
+    fold.count = elements;
+    fold.dtype = DataType::kFloat32;
+    fold.alikeFrom = alikeFrom;
+    fold.agreed = &agreed;
+    std::vector<PendingPtr> ops;
+    ops.push_back(block->andBits(words.data(), words.size(),
+                                 (c == kOneNotFolding && odd) ? nullptr : &fold));
+    REQUIRE(ops.back() != nullptr);
+    pollAll(ops);
+    INFO("case " << c << ", " << elements << " floats");
+    for (size_t i = 0; i < count; ++i) {
+      uint64_t want = ~uint64_t{0};
+      for (int r = 0; r < gSize; ++r) want &= wordOf(r, i);
+      CHECK(words[i] == want);
+    }
+    if (!(c == kOneNotFolding && odd)) CHECK(agreed == (alike || gSize == 1));
+    if (alike) {
+      const float n = static_cast<float>(gSize);
+      CHECK(recv[0] == n + n * (n - 1) / 2);
+      CHECK(recv[1] == 0.5f * n);
+      CHECK(recv[2] == -n * (n - 1));
+      if (elements > 3) CHECK(recv[elements - 1] == 0.5f * n);
+    } else if (gSize > 1) {
+      CHECK(recv[0] == -7);  // discarded: untouched
+    }
+  }
 }
 
 }  // namespace
