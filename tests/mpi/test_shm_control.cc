@@ -64,6 +64,15 @@ void pollAll(std::vector<PendingPtr>& ops) {
   }
 }
 
+// One readiness AND through the block, polled to its end (`fold` null: this rank folds nothing).
+void andBitsOnce(ShmControl& block, std::vector<uint64_t>& words,
+                 const hcoll::backends::Channel::FoldedCollective* fold) {
+  std::vector<PendingPtr> ops;
+  ops.push_back(block.andBits(words.data(), words.size(), fold));
+  REQUIRE(ops.back() != nullptr);
+  pollAll(ops);
+}
+
 int allOf(int v, MPI_Op op) {
   int out = 0;
   MPI_Allreduce(&v, &out, 1, MPI_INT, op, MPI_COMM_WORLD);
@@ -216,11 +225,7 @@ TEST_CASE("a folded allreduce stands only when every rank folded it alike") {
     fold.dtype = (c == kOneOtherDtype && odd) ? DataType::kInt64 : DataType::kFloat64;
     fold.op = (c == kOneOtherOp && odd) ? ReduceOp::kMax : ReduceOp::kSum;
     fold.agreed = &agreed;
-    std::vector<PendingPtr> ops;
-    ops.push_back(block->andBits(words.data(), words.size(),
-                                 (c == kOneNotFolding && odd) ? nullptr : &fold));
-    REQUIRE(ops.back() != nullptr);
-    pollAll(ops);
+    andBitsOnce(*block, words, (c == kOneNotFolding && odd) ? nullptr : &fold);
     INFO("case " << c);
     CHECK(words[0] == ~uint64_t{0});
     CHECK(words[1] == (gSize == 1 ? 3u : 1u));  // only bit 0 is set on every rank
@@ -259,10 +264,7 @@ TEST_CASE("a folded allreduce stands only when every rank folded it alike") {
                                                                    : Combine::kBroadcast;
     fold.root = (c == kOneOtherRoot && odd) ? 0 : gSize - 1;
     fold.agreed = &agreed;
-    std::vector<PendingPtr> ops;
-    ops.push_back(block->andBits(words.data(), words.size(), &fold));
-    REQUIRE(ops.back() != nullptr);
-    pollAll(ops);
+    andBitsOnce(*block, words, &fold);
     INFO("gather case " << c);
     const bool alike = c == kGather || c == kBroadcastLast || gSize == 1;
     CHECK(agreed == alike);
@@ -323,11 +325,7 @@ TEST_CASE("the words after the folded data are ANDed unless every rank folded al
     fold.dtype = DataType::kFloat32;
     fold.alikeFrom = alikeFrom;
     fold.agreed = &agreed;
-    std::vector<PendingPtr> ops;
-    ops.push_back(block->andBits(words.data(), words.size(),
-                                 (c == kOneNotFolding && odd) ? nullptr : &fold));
-    REQUIRE(ops.back() != nullptr);
-    pollAll(ops);
+    andBitsOnce(*block, words, (c == kOneNotFolding && odd) ? nullptr : &fold);
     INFO("case " << c << ", " << elements << " floats");
     for (size_t i = 0; i < count; ++i) {
       uint64_t want = ~uint64_t{0};
