@@ -13,10 +13,11 @@
 //
 // Every rank has, per plane (control, data) and per slot (kSlots per plane, used round-robin by
 // the plane's operations in the order they are started), an `acked` line, then a `published`
-// counter followed by the payload in the same line. The k-th operation of a plane (k from 1) in slot k % kSlots: each rank copies its
-// contribution into its payload and stores k into `published`, waits until every rank it needs
-// published k, computes its result from the payloads (reductions in rank order 0..n-1 on every
-// rank, so every rank gets the same bits), then stores k into `acked`. A rank reuses a slot for
+// counter followed by the payload in the same line. The k-th operation of a plane (k from 1) in
+// slot k % kSlots: each rank copies its contribution into its payload and stores k into
+// `published`, waits until every rank it needs published k, computes its result from the
+// payloads (reductions in rank order 0..n-1 on every rank, so every rank gets the same bits),
+// then stores k into `acked`. A rank reuses a slot for
 // operation k only once every rank acked k - kSlots: it looks first at what it knows of that
 // rank's ack watermark (a line per rank and plane: every operation up to it acked), then at the
 // watermark itself, and only then at the slot's `acked`. The route (this block or MPI) depends
