@@ -11,19 +11,18 @@
 // combines the folded data (reduces, gathers or takes the root's), in rank order, only when every
 // header is the same.
 //
-// Every rank has, per plane (control, data) and per slot (kSlots per plane, used round-robin by
-// the plane's operations in the order they are started), an `acked` line, then a `published`
-// counter followed by the payload in the same line. The k-th operation of a plane (k from 1) in
-// slot k % kSlots: each rank copies its contribution into its payload and stores k into
-// `published`, waits until every rank it needs published k, computes its result from the
-// payloads (reductions in rank order 0..n-1 on every rank, so every rank gets the same bits),
-// then stores k into `acked`. A rank reuses a slot for
-// operation k only once every rank acked k - kSlots: it looks first at what it knows of that
-// rank's ack watermark (a line per rank and plane: every operation up to it acked), then at the
-// watermark itself, and only then at the slot's `acked`. The route (this block or MPI) depends
-// only on what every rank shares: the block's presence, agreed at creation (MIN over the ranks,
-// like the lanes), and the operation's negotiated sizes; so the k-th operation routed here is the
-// same on every rank, and MPI's own matching is never involved.
+// Every rank has, per plane (control, data) and per slot (kSlots per plane, used round-robin by the
+// plane's operations in the order they are started), an `acked` line, then a `published` counter
+// followed by the payload in the same line. The k-th operation of a plane (k from 1) in slot
+// k % kSlots: each rank copies its contribution into its payload and stores k into `published`,
+// waits until every rank it needs published k, computes its result from the payloads (reductions in
+// rank order 0..n-1 on every rank, so every rank gets the same bits), then stores k into `acked`. A
+// rank reuses a slot for operation k only once every rank acked k - kSlots: it looks first at what
+// it knows of that rank's ack watermark (a line per rank and plane: every operation up to it
+// acked), then at the watermark itself, and only then at the slot's `acked`. The route (this block
+// or MPI) depends only on what every rank shares: the block's presence, agreed at creation (MIN
+// over the ranks, like the lanes), and the operation's negotiated sizes; so the k-th operation
+// routed here is the same on every rank, and MPI's own matching is never involved.
 //
 // Waiting is polling a flag, like an MPI request: the runtime's bounded waits (stall shutdown,
 // close bound, the peers' notices) apply unchanged, so a peer that died holding the block fails
