@@ -197,9 +197,11 @@ uint64_t foldHeader(const Channel::FoldedCollective& fold, size_t words) {
       op >= 32 || combine >= 8 || root >= 8) {
     return 0;
   }
-  // Only data that then fits the published line whole goes before the alike words: data that
-  // straddled into the next line made a 32- or 128-byte allreduce 10-20 % slower per call than
-  // behind every word (lathq, 200 cached names), though it read fewer lines.
+  // Only data that then fits the published line whole goes before the alike words: a 32- or
+  // 128-byte allreduce laid out so (its data from the published line into the next, the slot
+  // words behind it) was 10-20 % slower per call than with its data behind every word (lathq,
+  // 200 cached names), though it read fewer lines. Data across the same two lines with no slot
+  // words behind it (no other names) is not slower: why is not known.
   const size_t bytes = fold.count * dataTypeSize(fold.dtype);
   const size_t before = (kSlotHeader - kPublishedAt) + kFoldHeaderBytes;  // counter, header
   const bool early = fold.alikeFrom < words && fold.alikeFrom < kAllWordsLead &&
