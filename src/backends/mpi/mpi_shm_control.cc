@@ -269,9 +269,9 @@ class AndBitsOp final : public SlotPending {
     char* at = payload + kFoldHeaderBytes;
     copyBytes(at, words_, lead * sizeof(uint64_t));
     at += lead * sizeof(uint64_t);
-    if (header_ != 0) copyBytes(at, fold_.send, fold_.count * elementSize_);
-    at += foldedBytes(header_);
-    copyBytes(at, words_ + lead, (count_ - lead) * sizeof(uint64_t));
+    const size_t bytes = foldedBytes(header_);  // fold_.count elements (0: no fold)
+    copyBytes(at, fold_.send, bytes);
+    copyBytes(at + bytes, words_ + lead, (count_ - lead) * sizeof(uint64_t));
   }
   bool needs(int) const override { return true; }  // its own payload too (in rank order)
   Status consume() override {
@@ -319,8 +319,9 @@ class AndBitsOp final : public SlotPending {
     std::memcpy(&header, payload(r), sizeof(header));
     return header;
   }
+  // Rank r's folded data, read only once every header agreed: laid out as this rank's.
   const char* data(int r) const {
-    return payload(r) + kFoldHeaderBytes + leadWords(headerOf(r), count_) * sizeof(uint64_t);
+    return payload(r) + kFoldHeaderBytes + leadWords(header_, count_) * sizeof(uint64_t);
   }
 
   uint64_t* words_;
