@@ -43,15 +43,17 @@ class Submission {
   hcoll_status_t addMember(int i, bool grouped, const hcoll_tensor_t* in,
                            const hcoll_tensor_t* out) {
     CheckContext ctx{function_, grouped ? "ins" : "in", grouped ? i : -1};
-    TensorDesc input;
+    // Descriptors are checked in place (the operation's vectors keep their storage from call to
+    // call: nothing to move); a failure discards the whole operation.
+    TensorDesc& input = op_->inputs.emplace_back();
     if (hcoll_status_t s = checkTensor(ctx, in, &input, /*copyShape=*/false); s != HCOLL_SUCCESS)
       return s;
-    if (!op_->inputs.empty() &&
+    if (op_->inputs.size() > 1 &&
         (op_->inputs[0].device == kHostDevice) != (input.device == kHostDevice)) {
       return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(function_) + ": " + ctx.where() +
                                                   ": a group mixes host and CUDA tensors");
     }
-    if (!op_->inputs.empty() && op_->inputs[0].device != input.device) {
+    if (op_->inputs.size() > 1 && op_->inputs[0].device != input.device) {
       return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(function_) + ": " + ctx.where() +
                                                   ": a group spans CUDA devices " +
                                                   std::to_string(op_->inputs[0].device) + " and " +
@@ -60,7 +62,7 @@ class Submission {
     const auto ndim = static_cast<size_t>(in->ndim);
     if (out != nullptr) {
       CheckContext octx{function_, grouped ? "outs" : "out", grouped ? i : -1};
-      TensorDesc output;
+      TensorDesc& output = op_->outputs.emplace_back();
       if (hcoll_status_t s = checkTensor(octx, out, &output, /*copyShape=*/false, in);
           s != HCOLL_SUCCESS)
         return s;
@@ -76,14 +78,12 @@ class Submission {
                         ctx.where() + " (" + dataTypeName(input.dtype) + " " + shapeOf(in) +
                         ") in dtype, shape or device");
       }
-      op_->outputs.push_back(std::move(output));
     }
-    if (op_->inputs.empty()) op_->spec.device = input.device;
+    if (op_->inputs.size() == 1) op_->spec.device = input.device;
     // Built in place (no temporary shape to move and destroy).
     MemberSpec& member = op_->spec.members.emplace_back();
     member.dtype = input.dtype;
     member.shape.assign(in->shape, in->shape + ndim);
-    op_->inputs.push_back(std::move(input));
     return HCOLL_SUCCESS;
   }
 
@@ -95,7 +95,9 @@ class Submission {
     const Shape& inShape = op_->spec.members[static_cast<size_t>(i)].shape;
     CheckContext ctx{function_, grouped ? "ins" : "in", grouped ? i : -1};
     CheckContext octx{function_, grouped ? "outs" : "out", grouped ? i : -1};
-    TensorDesc output;
+    // Checked in place (the operation's outputs keep their storage from call to call: no
+    // descriptor to move); a failure discards the whole operation.
+    TensorDesc& output = op_->outputs.emplace_back();
     if (hcoll_status_t s = checkTensor(octx, out, &output); s != HCOLL_SUCCESS) return s;
     const bool rowsAgree =
         output.shape.size() == inShape.size() && !output.shape.empty() &&
@@ -118,7 +120,6 @@ class Submission {
       }
     }
     op_->spec.outputRows.push_back(output.shape[0]);
-    op_->outputs.push_back(std::move(output));
     return HCOLL_SUCCESS;
   }
 
@@ -207,7 +208,10 @@ class Submission {
   hcoll_status_t setSplits(const int64_t* splits) {
     const int n = comm_->size();
     const int64_t dim0 = op_->spec.members[0].shape[0];
-    std::vector<int64_t> s(static_cast<size_t>(n));
+    // Written in place: the operation's vectors keep their storage from call to call (a failure
+    // discards the whole operation).
+    std::vector<int64_t>& s = op_->spec.splits;
+    s.resize(static_cast<size_t>(n));
     if (splits == nullptr) {
       if (dim0 % n != 0) {
         return fail(HCOLL_ERR_INVALID_ARGUMENT,
@@ -232,7 +236,6 @@ class Submission {
         s[i] = splits[i];
       }
     }
-    op_->spec.splits = std::move(s);
     return HCOLL_SUCCESS;
   }
 

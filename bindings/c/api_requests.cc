@@ -91,12 +91,14 @@ HCOLL_API hcoll_status_t hcoll_request_received_splits(hcoll_request_t req, int 
     if (hcoll_status_t s = completedOutput("hcoll_request_received_splits", req, i, &r);
         s != HCOLL_SUCCESS)
       return s;
-    if (static_cast<size_t>(i) >= r->receivedSplits().size()) {
+    // An alltoall has one output (completedOutput checked i against the outputs).
+    const hcoll::runtime::Request::Splits* received = r->receivedSplits();
+    if (received == nullptr || i != 0) {
       return fail(HCOLL_ERR_INVALID_ARGUMENT,
                   "hcoll_request_received_splits: the request is not an alltoall");
     }
-    *splits = r->receivedSplits()[i].data();
-    *n = static_cast<int>(r->receivedSplits()[i].size());
+    *splits = received->data();
+    *n = static_cast<int>(received->size());
     return HCOLL_SUCCESS;
   });
 }

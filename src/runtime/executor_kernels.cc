@@ -284,7 +284,7 @@ Status Executor::alltoall(const Response& r, LocalOp& op) {
   std::vector<size_t>& recvBytes = reused_.recvBytes;
   sendBytes.assign(n, 0);
   recvBytes.assign(n, 0);
-  std::vector<int64_t> received(n);
+  Request::Splits received(n);
   int64_t rows = 0;
   for (size_t j = 0; j < n; ++j) {
     sendBytes[j] = static_cast<size_t>(r.splitMatrix[me * n + j]) * rowBytes;
@@ -294,13 +294,11 @@ Status Executor::alltoall(const Response& r, LocalOp& op) {
   }
   Shape shape = local.shape;
   shape[0] = rows;
-  std::vector<std::vector<int64_t>> splits;  // not {std::move(received)}: that copies it
   if (op.foldedResult != nullptr) {  // the whole exchange rode in the round (executor_folded.cc)
     void* out = nullptr;
     HCOLL_RETURN_IF_ERROR(memberOutput(op, 0, shape, &out));
     HCOLL_RETURN_IF_ERROR(takeFoldedAlltoall(r, op, recvBytes, out));
-    splits.push_back(std::move(received));
-    op.request->setReceivedSplits(std::move(splits));
+    op.request->setReceivedSplits(std::move(received));
     return Status::ok();
   }
   Plane plane;
@@ -334,8 +332,7 @@ Status Executor::alltoall(const Response& r, LocalOp& op) {
   });
   if (!failure_.isOk()) (void)fallback.release();  // a step given up on may still write it
   HCOLL_RETURN_IF_ERROR(s);
-  splits.push_back(std::move(received));
-  op.request->setReceivedSplits(std::move(splits));
+  op.request->setReceivedSplits(std::move(received));
   return allocated;
 }
 

@@ -84,7 +84,15 @@ class Request {
   // shape) so that hcoll_request_output can describe it. Only the communicator's thread calls it.
   void addCallerOutput(DataType dtype, const Shape& shape, int32_t device, void* stream,
                        void* data);
-  void setReceivedSplits(std::vector<std::vector<int64_t>> splits);
+  // Alltoall's rows from each rank (its one output's). Their storage comes from a per-thread
+  // block cache, as the outputs' does: two vectors (a list of one) were two mallocs and frees in
+  // every small alltoall.
+  static constexpr size_t kKeptSplits = 8;  // ranks: communicators up to this size
+  using Splits = std::vector<int64_t, RecycledAllocator<int64_t, kKeptSplits>>;
+  void setReceivedSplits(Splits splits) {
+    receivedSplits_ = std::move(splits);
+    hasReceivedSplits_ = true;
+  }
   void setNewChannel(std::unique_ptr<backends::Channel> channel);
 
   // Set at submission, before the caller sees the request: wait() may drive through it. It must
@@ -107,10 +115,14 @@ class Request {
 
   // Valid once test() != kInProgress.
   const Outputs& outputs() const { return outputs_; }
-  const std::vector<std::vector<int64_t>>& receivedSplits() const { return receivedSplits_; }
+  // Null if the request has none (not an alltoall).
+  const Splits* receivedSplits() const { return hasReceivedSplits_ ? &receivedSplits_ : nullptr; }
   std::unique_ptr<backends::Channel> takeNewChannel();
 
  private:
+  // Appends an output described by the arguments (data still null).
+  OutputTensor& newOutput(DataType dtype, const Shape& shape, int32_t device, void* stream);
+
   mutable std::mutex mutex_;
   // Made by the first wait() that sleeps (under mutex_): most requests complete while their
   // caller drives or polls, and destroying a condition variable is a locked instruction (~6 ns
@@ -126,7 +138,8 @@ class Request {
   bool releasedInFlight_ = false;  // under mutex_
   std::shared_ptr<const OutputAllocator> allocator_;
   Outputs outputs_;
-  std::vector<std::vector<int64_t>> receivedSplits_;
+  Splits receivedSplits_;
+  bool hasReceivedSplits_ = false;
   std::unique_ptr<backends::Channel> newChannel_;
   CallerProgress* progress_ = nullptr;  // null: only the communicator's thread progresses
 };
