@@ -279,3 +279,56 @@ TEST_CASE("a recycled block serves any count up to the block's", "[local_op]") {
   many.shrink_to_fit();
   REQUIRE(many.capacity() == 0);
 }
+
+TEST_CASE("a request's outputs and received splits are what was added, in order", "[local_op]") {
+  Request r(nullptr);
+  REQUIRE(r.receivedSplits() == nullptr);  // not an alltoall
+  float caller[6] = {};
+  r.addCallerOutput(DataType::kFloat32, Shape{2, 3}, kHostDevice, nullptr, caller);
+  void* owned = nullptr;
+  REQUIRE(r.addOutput(DataType::kInt64, Shape{4}, kHostDevice, nullptr, &owned).isOk());
+  REQUIRE(owned != nullptr);
+  static_cast<int64_t*>(owned)[3] = 9;  // runtime-owned memory of the output's size
+  r.addCallerOutput(DataType::kInt8, Shape{}, kHostDevice, nullptr, caller);
+  const Request::Outputs& outs = r.outputs();
+  REQUIRE(outs.size() == 3);
+  REQUIRE(outs[0].data == caller);
+  REQUIRE(outs[0].callerOwned);
+  REQUIRE(outs[0].shape == Shape{2, 3});
+  REQUIRE(outs[1].data == owned);
+  REQUIRE_FALSE(outs[1].callerOwned);
+  REQUIRE(outs[1].dtype == DataType::kInt64);
+  REQUIRE(outs[1].shape == Shape{4});
+  REQUIRE(outs[2].shape.empty());
+  r.setReceivedSplits(Request::Splits{3, 0, 5});
+  REQUIRE(r.receivedSplits() != nullptr);
+  REQUIRE(std::vector<int64_t>(r.receivedSplits()->begin(), r.receivedSplits()->end()) ==
+          std::vector<int64_t>{3, 0, 5});
+}
+
+TEST_CASE("an output the allocator refuses leaves no entry behind", "[local_op]") {
+  auto refusing = std::make_shared<OutputAllocator>();
+  refusing->alloc = [](int32_t, void*, size_t) -> void* { return nullptr; };
+  refusing->free = [](int32_t, void*) {};
+  Request r(refusing);
+  void* data = reinterpret_cast<void*>(1);
+  const Status s = r.addOutput(DataType::kFloat32, Shape{8}, kHostDevice, nullptr, &data);
+  REQUIRE(s.code() == Code::kNoMemory);
+  REQUIRE(r.outputs().empty());
+  REQUIRE(data == reinterpret_cast<void*>(1));  // untouched
+}
+
+TEST_CASE("a wait's timeout is never early", "[local_op]") {
+  // A wait that times out returns only once its timeout has passed (a coarse clock, which lagged
+  // the precise one by more than its 4 ms resolution on the test VM, would date it early).
+  for (double timeout : {0.004, 0.05}) {
+    Request r(nullptr);  // never completed
+    const auto start = std::chrono::steady_clock::now();
+    REQUIRE(r.wait(timeout) == Code::kTimeout);
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    INFO("wait(" << timeout << ") returned after " << waited << " s");
+    REQUIRE(waited >= timeout);
+    REQUIRE(waited < timeout + 1.0);  // and not without bound
+  }
+}
