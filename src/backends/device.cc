@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "backends/registry.h"
+#include "common/copy_bytes.h"
 #include "fusion/pack.h"
 
 namespace hcoll::backends {
@@ -12,7 +13,7 @@ namespace {
 class HostMemoryOps final : public MemoryOps {
  public:
   Status copy(void* dst, const void* src, size_t bytes) override {
-    if (bytes != 0 && dst != src) std::memmove(dst, src, bytes);
+    moveBytes(dst, src, bytes);
     return Status::ok();
   }
   Status scaleCopy(void* dst, const void* src, size_t count, DataType dtype,

@@ -10,6 +10,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "common/copy_bytes.h"
 #include "common/half.h"
 
 namespace hcoll {
@@ -217,7 +218,7 @@ void reduceInputs(DataType dtype, ReduceOp op, const std::vector<const void*>& i
     auto* out = static_cast<uint8_t*>(dst);
     for (size_t i = 0; i < count; ++i) out[i] = at(0)[i] != 0;
   } else {
-    std::memcpy(dst, at(0), count * width);
+    copyBytes(dst, at(0), count * width);
   }
   for (size_t k = 1; k < inputs.size(); ++k) reduceInto(dtype, op, at(k), dst, count);
 }

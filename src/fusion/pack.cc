@@ -5,6 +5,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "common/copy_bytes.h"
 #include "common/half.h"
 
 namespace hcoll::fusion {
@@ -59,7 +60,7 @@ void scaleHalf(void* dst, const void* src, size_t count, double factor) {
 
 void scaleCopy(void* dst, const void* src, size_t count, DataType dtype, double factor) {
   if (factor == 1.0) {
-    if (dst != src && count != 0) std::memmove(dst, src, count * dataTypeSize(dtype));
+    moveBytes(dst, src, count * dataTypeSize(dtype));
     return;
   }
   switch (dtype) {

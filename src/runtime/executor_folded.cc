@@ -11,6 +11,7 @@
 // Status per copy, ~60 instructions of an 8-byte allreduce's ~5000).
 #include <cstring>
 
+#include "common/copy_bytes.h"
 #include "fusion/pack.h"
 #include "runtime/executor_internal.h"
 
@@ -84,7 +85,7 @@ Status Executor::takeFoldedAllgather(const Response& r, LocalOp& op) {
     void* out = nullptr;
     HCOLL_RETURN_IF_ERROR(memberOutput(op, 0, shape, &out));
     const size_t bytes = static_cast<size_t>(shape[0]) * rowBytes;
-    if (bytes != 0) std::memcpy(out, op.foldedResult, bytes);
+    copyBytes(out, op.foldedResult, bytes);
     return Status::ok();
   }
   // Per member: the bytes of one row, then (below) the output.
@@ -113,7 +114,7 @@ Status Executor::takeFoldedAllgather(const Response& r, LocalOp& op) {
   for (size_t rank = 0; rank < n; ++rank) {
     for (size_t m = 0; m < members; ++m) {
       const size_t bytes = rowsOf(m, rank) * rowBytes[m];
-      if (bytes != 0) std::memcpy(static_cast<uint8_t*>(outputs[m]) + written[m], gathered, bytes);
+      copyBytes(static_cast<uint8_t*>(outputs[m]) + written[m], gathered, bytes);
       written[m] += bytes;
       gathered += bytes;
     }
@@ -126,7 +127,7 @@ Status Executor::takeFoldedBroadcast(const Response& r, const LocalOp& op) {
   if (op.inputs.size() != 1) return internalError("a folded broadcast of a group");
   const MemberSpec& member = r.spec.members[0];
   const size_t bytes = static_cast<size_t>(numElements(member.shape)) * dataTypeSize(member.dtype);
-  if (rank_ != r.spec.root && bytes != 0) std::memcpy(op.inputs[0].data, op.foldedResult, bytes);
+  if (rank_ != r.spec.root) copyBytes(op.inputs[0].data, op.foldedResult, bytes);
   return Status::ok();
 }
 
@@ -168,7 +169,7 @@ Status Executor::takeFoldedAlltoall(const Response& r, const LocalOp& op,
       return internalError("a folded alltoall whose splits exceed rank " + std::to_string(j) +
                            "'s input");
     }
-    std::memcpy(to, folded + j * inputBytes + skipped * rowBytes, recvBytes[j]);
+    copyBytes(to, folded + j * inputBytes + skipped * rowBytes, recvBytes[j]);
     to += recvBytes[j];
   }
   return Status::ok();

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/adasum.h"
+#include "common/copy_bytes.h"
 #include "common/reduce.h"
 
 namespace hcoll::backends::loopback {
@@ -141,18 +142,18 @@ class BitsAnd final : public RoundPending {
     if (bytes != 0) {
       switch (fold_.combine) {
         case Combine::kReduce:
-          std::memcpy(recv, round.slots[0].bytes.data(), bytes);
+          copyBytes(recv, round.slots[0].bytes.data(), bytes);
           for (size_t r = 1; r < round.slots.size(); ++r) {
             reduceInto(fold_.dtype, fold_.op, round.slots[r].bytes.data(), recv, fold_.count);
           }
           break;
         case Combine::kGather:
           for (size_t r = 0; r < round.slots.size(); ++r) {
-            std::memcpy(recv + r * bytes, round.slots[r].bytes.data(), bytes);
+            copyBytes(recv + r * bytes, round.slots[r].bytes.data(), bytes);
           }
           break;
         case Combine::kBroadcast:
-          std::memcpy(recv, round.slots[static_cast<size_t>(fold_.root)].bytes.data(), bytes);
+          copyBytes(recv, round.slots[static_cast<size_t>(fold_.root)].bytes.data(), bytes);
           break;
       }
     }
@@ -217,7 +218,7 @@ class Allreduce final : public RoundPending {
                  round.scratch.bytes.get() + lo * es);
   }
   void complete(Round& round) override {
-    if (round.scratchBytes != 0) std::memcpy(recv_, round.scratch.bytes.get(), round.scratchBytes);
+    if (round.scratchBytes != 0) copyBytes(recv_, round.scratch.bytes.get(), round.scratchBytes);
   }
   void* recv_;
 };
@@ -237,7 +238,7 @@ class Allgatherv final : public RoundPending {
     for (size_t p = 0; p < blocks.size(); ++p) {
       const bool own = static_cast<int>(p) == rank_;
       if (blocks[p] > 0 && !(own && inPlace_)) {
-        std::memcpy(recv_ + offset, round.slots[p].in, blocks[p]);
+        copyBytes(recv_ + offset, round.slots[p].in, blocks[p]);
       }
       offset += blocks[p];
     }
@@ -255,7 +256,7 @@ class Broadcast final : public RoundPending {
   void read(Round& round) override {
     const int root = round.params.root;
     if (rank_ != root && round.params.count > 0) {
-      std::memcpy(buf_, round.slots[static_cast<size_t>(root)].in, round.params.count);
+      copyBytes(buf_, round.slots[static_cast<size_t>(root)].in, round.params.count);
     }
   }
   void* buf_;
@@ -277,7 +278,7 @@ class Alltoallv final : public RoundPending {
       size_t at = 0;  // where peer's part for this rank starts in its send buffer
       for (size_t q = 0; q < me; ++q) at += peer.sendBytes[q];
       if (from[p] > 0)
-        std::memcpy(recv_ + offset, static_cast<const uint8_t*>(peer.in) + at, from[p]);
+        copyBytes(recv_ + offset, static_cast<const uint8_t*>(peer.in) + at, from[p]);
       offset += from[p];
     }
   }
@@ -314,7 +315,7 @@ class ReduceScatter final : public RoundPending {
     reduceInputs(round.params.dtype, round.params.op, inputs(round), begin, mine_ / es, into);
   }
   void complete(Round&) override {
-    if (!temp_.empty()) std::memcpy(recv_, temp_.data(), mine_);
+    if (!temp_.empty()) copyBytes(recv_, temp_.data(), mine_);
   }
   const void* send_;
   void* recv_;

@@ -7,6 +7,7 @@
 #include "backends/mpi/mpi_local_reduce.h"
 #include "backends/mpi/mpi_p2p.h"
 #include "backends/mpi/mpi_schedule.h"
+#include "common/copy_bytes.h"
 
 namespace hcoll::backends::mpi {
 namespace {
@@ -49,7 +50,7 @@ class ReduceScatterPending final : public StagedSchedule {
     done_ = true;
     *status = Status::ok();
     if (size_ == 1) {
-      if (recv_ != own_) std::memcpy(recv_, own_, count_ * reduction_.elementSize);
+      if (recv_ != own_) copyBytes(recv_, own_, count_ * reduction_.elementSize);
     } else {
       // recv holds rank - 1's contribution: recv = own op recv, then each further peer's.
       for (int step = 0; step < size_ - 1; ++step) {
@@ -169,7 +170,7 @@ class AllreducePending final : public StagedSchedule {
     const size_t n = layout_.owned(layout_.rank);
     if (n == 0 || layout_.size == 1) {
       if (!inPlace_ && n != 0) {
-        std::memcpy(ownBlock(), send_ + layout_.first(layout_.rank) * layout_.elementSize(),
+        copyBytes(ownBlock(), send_ + layout_.first(layout_.rank) * layout_.elementSize(),
                     n * layout_.elementSize());
       }
       return Status::ok();

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backends/mpi/mpi_shm_segment.h"
+#include "common/copy_bytes.h"
 #include "common/thread_cache.h"
 #include "common/logging.h"
 
@@ -36,12 +37,6 @@ uint64_t loadAcquire(const uint64_t* at) {
 }
 void storeRelease(uint64_t* at, uint64_t v) {
   __atomic_store_n(at, v, __ATOMIC_RELEASE);
-}
-
-// memcpy that accepts the null buffers of empty tensors (memcpy's arguments must not be null,
-// even for no bytes).
-void copyBytes(void* to, const void* from, size_t bytes) {
-  if (bytes != 0) std::memcpy(to, from, bytes);
 }
 
 bool settingOn(const char* name) {

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "common/copy_bytes.h"
+
 namespace hcoll::backends::mpi {
 
 class ShmRing {
@@ -35,7 +37,7 @@ class ShmRing {
     size_t done = 0;
     while (done < bytes && published - consumed < kChunks) {
       const size_t n = std::min(kChunkBytes, bytes - done);
-      std::memcpy(chunks_ + (published % kChunks) * kChunkBytes, data + done, n);
+      copyBytes(chunks_ + (published % kChunks) * kChunkBytes, data + done, n);
       done += n;
       __atomic_store_n(published_, ++published, __ATOMIC_RELEASE);
     }
@@ -51,7 +53,7 @@ class ShmRing {
     size_t done = 0;
     while (done < bytes && consumed < published) {
       const size_t n = std::min(kChunkBytes, bytes - done);
-      std::memcpy(data + done, chunks_ + (consumed % kChunks) * kChunkBytes, n);
+      copyBytes(data + done, chunks_ + (consumed % kChunks) * kChunkBytes, n);
       done += n;
       __atomic_store_n(consumed_, ++consumed, __ATOMIC_RELEASE);
     }

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "backends/mpi/mpi_types.h"
+#include "common/copy_bytes.h"
 
 namespace hcoll::backends::mpi {
 
@@ -21,7 +22,7 @@ Status MpiTransport::postRecv(int peer, void* data, size_t bytes) {
 }
 
 void MpiTransport::postLocalCopy(void* to, const void* from, size_t bytes) {
-  std::memcpy(to, from, bytes);
+  copyBytes(to, from, bytes);
 }
 
 Status MpiTransport::post(bool receive, char* data, size_t bytes, int peer) {
@@ -88,7 +89,7 @@ Status LaneTransport::postRecv(int peer, void* data, size_t bytes) {
 
 void LaneTransport::postLocalCopy(void* to, const void* from, size_t bytes) {
   if (bytes <= ShmLanes::kChunkBytes) {
-    std::memcpy(to, from, bytes);
+    copyBytes(to, from, bytes);
     return;
   }
   ownBlock_ = OwnBlock{static_cast<char*>(to), static_cast<const char*>(from), bytes, 0};
@@ -111,7 +112,7 @@ bool LaneTransport::poll(Status* status) {
   }
   if (ownBlock_.done < ownBlock_.bytes) {
     const size_t n = std::min(ShmLanes::kChunkBytes, ownBlock_.bytes - ownBlock_.done);
-    std::memcpy(ownBlock_.to + ownBlock_.done, ownBlock_.from + ownBlock_.done, n);
+    copyBytes(ownBlock_.to + ownBlock_.done, ownBlock_.from + ownBlock_.done, n);
     ownBlock_.done += n;
     all = all && ownBlock_.done == ownBlock_.bytes;
   }

@@ -1,0 +1,72 @@
+// copyBytes and moveBytes (common/copy_bytes.h): byte-exact whichever path a copy takes (memcpy,
+// the backward loop of an aliased destination, memmove for overlapping ranges).
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "common/copy_bytes.h"
+
+using hcoll::copyBytes;
+using hcoll::moveBytes;
+
+namespace {
+
+// A pattern whose every byte differs from its neighbours' (a shifted or partial copy shows).
+void fill(std::vector<unsigned char>& v, unsigned seed) {
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<unsigned char>((i * 131 + seed) % 251);
+}
+
+}  // namespace
+
+TEST_CASE("copyBytes copies every byte at any offset and size, and nothing more", "[copy]") {
+  // Offsets around the aliased window (1-63 bytes ahead modulo 4 KiB) and sizes around both
+  // thresholds and the 64-byte blocks (a tail of 1-63 bytes).
+  constexpr size_t kPage = 4096;
+  const size_t sizes[] = {0, 1, 63, 64, 65, 2047, 2048, 2049, 4096, 4097, 65536 + 17,
+                          (size_t{2} << 20) - 1, size_t{2} << 20};
+  const size_t aheads[] = {0, 1, 16, 31, 32, 63, 64, 2048, kPage - 16, kPage - 1};
+  std::vector<unsigned char> src((size_t{2} << 20) + 2 * kPage), dst(src.size() + 2 * kPage);
+  fill(src, 7);
+  const auto pageOf = [&](std::vector<unsigned char>& v) {
+    const auto at = reinterpret_cast<uintptr_t>(v.data());
+    return v.data() + ((kPage - at % kPage) % kPage);  // the first page boundary inside
+  };
+  unsigned char* srcAt = pageOf(src) + 8;  // 8 bytes past a page, as any buffer may be
+  for (size_t n : sizes) {
+    for (size_t ahead : aheads) {
+      unsigned char* dstAt = pageOf(dst) + 8 + ahead;
+      std::fill(dst.begin(), dst.end(), 0xEE);
+      copyBytes(dstAt, srcAt, n);
+      INFO("n " << n << ", destination " << ahead << " bytes ahead modulo 4 KiB");
+      REQUIRE(std::memcmp(dstAt, srcAt, n) == 0);
+      // Untouched around it.
+      REQUIRE(dstAt[-1] == 0xEE);
+      REQUIRE(dstAt[n] == 0xEE);
+    }
+  }
+  copyBytes(nullptr, nullptr, 0);  // the null buffers of empty tensors
+}
+
+TEST_CASE("moveBytes keeps memmove's result for overlapping ranges", "[copy]") {
+  for (size_t n : {size_t{100}, size_t{5000}, size_t{300000}}) {
+    for (ptrdiff_t shift : {ptrdiff_t{-4097}, ptrdiff_t{-16}, ptrdiff_t{-1}, ptrdiff_t{1},
+                            ptrdiff_t{16}, ptrdiff_t{40}, ptrdiff_t{4097}}) {
+      std::vector<unsigned char> a(n + 10000), b;
+      fill(a, 3);
+      b = a;
+      const size_t from = 5000;
+      const size_t to = static_cast<size_t>(static_cast<ptrdiff_t>(from) + shift);
+      moveBytes(a.data() + to, a.data() + from, n);
+      std::memmove(b.data() + to, b.data() + from, n);
+      INFO("n " << n << ", shift " << shift);
+      REQUIRE(a == b);
+    }
+  }
+  std::vector<unsigned char> same(64);
+  fill(same, 1);
+  const auto before = same;
+  moveBytes(same.data(), same.data(), same.size());
+  REQUIRE(same == before);
+}
