@@ -171,7 +171,7 @@ class AllreducePending final : public StagedSchedule {
     if (n == 0 || layout_.size == 1) {
       if (!inPlace_ && n != 0) {
         copyBytes(ownBlock(), send_ + layout_.first(layout_.rank) * layout_.elementSize(),
-                    n * layout_.elementSize());
+                  n * layout_.elementSize());
       }
       return Status::ok();
     }
