@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/copy_bytes.h"
 #include "common/half.h"
 
 namespace hcoll::adasum {
@@ -231,7 +232,7 @@ void reduceAll(DataType dtype, const std::vector<const void*>& inputs, size_t co
   std::vector<std::vector<uint8_t>> v(static_cast<size_t>(size));
   for (int r = 0; r < size; ++r) {
     v[r].resize(bytes);
-    if (bytes != 0) std::memcpy(v[r].data(), inputs[static_cast<size_t>(r)], bytes);
+    copyBytes(v[r].data(), inputs[static_cast<size_t>(r)], bytes);
   }
   std::vector<Dots> sums(tensors);
   for (int e = tree.power; e < size; ++e) {  // 1. fold
@@ -266,8 +267,8 @@ void reduceAll(DataType dtype, const std::vector<const void*>& inputs, size_t co
   for (int r = 0; r < tree.power; ++r) {
     const Range kept = keptRange(count, r, tree.levels);
     if (kept.count != 0) {
-      std::memmove(result + kept.begin * es, v[static_cast<size_t>(r)].data() + kept.begin * es,
-                   kept.count * es);
+      moveBytes(result + kept.begin * es, v[static_cast<size_t>(r)].data() + kept.begin * es,
+                kept.count * es);
     }
   }
 }
