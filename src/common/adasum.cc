@@ -4,7 +4,6 @@
 #include <cassert>
 #include <cfloat>
 #include <cmath>
-#include <cstring>
 
 #include "common/copy_bytes.h"
 #include "common/half.h"

@@ -1,7 +1,6 @@
 #include "fusion/pack.h"
 
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <type_traits>
 

@@ -9,7 +9,6 @@
 // Everything here is host memory (only host operations fold): results are copied and scaled
 // with fusion's host routines directly, not through backends::MemoryOps (a virtual call and a
 // Status per copy, ~60 instructions of an 8-byte allreduce's ~5000).
-#include <cstring>
 
 #include "common/copy_bytes.h"
 #include "fusion/pack.h"

@@ -1,7 +1,6 @@
 #include "backends/loopback/loopback_pending.h"
 
 #include <algorithm>
-#include <cstring>
 #include <string>
 
 #include "common/adasum.h"

@@ -1,7 +1,6 @@
 // The reductions of the point-to-point schedules (mpi_p2p.h): reduce-scatter with every block
 // sent to its owner and reduced there (common/reduce.h), and allreduce as that reduce-scatter
 // then an allgather of the reduced blocks.
-#include <cstring>
 #include <utility>
 
 #include "backends/mpi/mpi_local_reduce.h"
