@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Medians over several `hcoll-bench --json` runs: the MET/MISS targets, the scenario ratios and
 the sweep's hcoll/MPI ratios per output mode (owned/caller), each with its min-max over the runs,
-and the protocol floor (raw MPI doing what hcoll's protocol does) where the runs have it.
+the informational references (broadcast against a checked MPI broadcast) and the protocol floor (raw MPI doing what hcoll's protocol does) where the runs have it.
 Usage: bench/median.py run1.json run2.json run3.json"""
 import json
 import statistics
@@ -21,6 +21,11 @@ def main(paths):
         met = m <= rec["limit"] if rec["comparison"] == "<=" else m >= rec["limit"]
         print(f"  {'MET ' if met else 'MISS'} {rec['name']:44s} {m:8.3f} {rec['comparison']} "
               f"{rec['limit']:7.3f}  ({min(vals):.2f}-{max(vals):.2f})")
+    for rec in section(runs[0], "reference"):
+        vals = [r["ratio"] for run in runs for r in section(run, "reference")
+                if r["name"] == rec["name"]]
+        print(f"  info {rec['name']}: {statistics.median(vals):.3f} "
+              f"({min(vals):.2f}-{max(vals):.2f})")
     print("# scenarios: hcoll / baseline")
     for rec in section(runs[0], "scenario"):
         if "ratio" not in rec:

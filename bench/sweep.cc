@@ -7,6 +7,7 @@
 // others). Both are timed in the same run; the targets compare like with like (caller).
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <string>
@@ -38,6 +39,8 @@ struct Case {
   size_t sizeBytes = 0;   // bytes reported in the table (nccl-tests convention)
   std::vector<Variant> variants;  // the first one is printed in the main columns
   std::function<void()> runMpi;
+  // Broadcast only: MPI_Bcast with the agreement hcoll's broadcast guarantees (see runSweep).
+  std::function<void()> runCheckedMpi;
   std::function<uint64_t()> verify;  // wrong elements after a variant's call
   std::function<void()> reset;       // restores inputs the collective overwrites
   bool copyOut = true;               // runtime-owned outputs are copied into `out` to verify
@@ -98,6 +101,17 @@ void makeCase(Context& ctx, const std::string& coll, size_t bytes, Case& c) {
     };
     c.variants.push_back({"caller", call});  // in place in the caller's buffer
     c.runMpi = [&c] {
+      MPI_Bcast(c.in.data(), static_cast<int>(c.in.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
+    };
+    // What MPI pays for hcoll's contract: a mismatching shape, dtype or root fails on every rank,
+    // the root included, so no rank may finish before it has heard every other's description.
+    // One 8-byte allreduce of (description, -description) under MAX tells every rank whether all
+    // agree; then the data.
+    c.runCheckedMpi = [&c] {
+      const int64_t description = static_cast<int64_t>(c.in.size());  // dtype, root: fixed here
+      int64_t agree[2] = {description, -description}, seen[2];
+      MPI_Allreduce(agree, seen, 2, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+      if (seen[0] != -seen[1]) std::abort();  // the bench's ranks always agree
       MPI_Bcast(c.in.data(), static_cast<int>(c.in.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
     };
     c.verify = [&c] {
@@ -243,6 +257,7 @@ void runSweep(Context& ctx) {
         coll.name, ctx.size);
     std::map<std::string, Worst> large, alltoallFrom, small;  // by variant
     std::map<std::string, double> mid;
+    Worst checkedWorst;  // broadcast against MPI_Bcast with hcoll's agreement, 8 B to 8 KiB
     bool header = false;
     for (size_t bytes : sizes) {
       Case c;
@@ -251,6 +266,7 @@ void runSweep(Context& ctx) {
         std::string extra;
         for (size_t v = 1; v < c.variants.size(); ++v)
           extra += " | ratio(" + c.variants[v].label + ")";
+        if (c.runCheckedMpi) extra += " | vs checked MPI (to 8 KiB)";
         say(ctx,
             "#%11s %11s %6s %5s | %10s %8s %8s %6s | %10s %8s %8s | %6s  (hcoll: %s outputs)%s\n",
             "size", "count", "type", "redop", "hcoll time", "algbw", "busbw", "#wrong", "mpi time",
@@ -270,16 +286,29 @@ void runSweep(Context& ctx) {
       ctx.wrong += ctx.rank == 0 ? wrong : 0;
       std::vector<std::function<void()>> bodies;
       for (Variant& v : c.variants) bodies.push_back([&v] { v.run(); });
+      const bool timeChecked = c.runCheckedMpi && bytes <= kSmallUpTo;
+      if (timeChecked) bodies.push_back([&c] { c.runCheckedMpi(); });
       bodies.push_back([&c] { c.runMpi(); });
       std::vector<double> th = timeInterleaved(ctx.options, bodies);
       const double tm = th.back();
       th.pop_back();
+      double tChecked = 0;
+      if (timeChecked) {
+        tChecked = th.back();
+        th.pop_back();
+      }
       const double algH = c.sizeBytes / th[0] / 1e9, algM = c.sizeBytes / tm / 1e9;
       std::string extra;
       for (size_t v = 1; v < th.size(); ++v) {
         char buf[32];
         std::snprintf(buf, sizeof buf, " | %6.2f", th[v] / tm);
         extra += buf;
+      }
+      if (timeChecked) {
+        char buf[48];
+        std::snprintf(buf, sizeof buf, " | %6.2f (%.1f us)", th[0] / tChecked, tChecked * 1e6);
+        extra += buf;
+        checkedWorst.add(th[0] / tChecked, c.sizeBytes);
       }
       say(ctx, " %11zu %11zu %6s %5s | %10.1f %8.3f %8.3f %6llu | %10.1f %8.3f %8.3f | %6.2f%s\n",
           c.sizeBytes, c.count, "float", coll.redop, th[0] * 1e6, algH, algH * coll.busFactor,
@@ -297,6 +326,10 @@ void runSweep(Context& ctx) {
                      {"mpi_busbw", algM * coll.busFactor},
                      {"ratio", th[0] / tm}};
       rec.strings["hcoll_outputs"] = c.variants[0].label;
+      if (timeChecked) {
+        rec.numbers["checked_mpi_time_us"] = tChecked * 1e6;
+        rec.numbers["ratio_checked_mpi"] = th[0] / tChecked;
+      }
       for (size_t v = 0; v < th.size(); ++v) {
         const std::string& label = c.variants[v].label;
         rec.numbers[label + "_time_us"] = th[v] * 1e6;
@@ -314,6 +347,15 @@ void runSweep(Context& ctx) {
     if (small.count(like)) {
       addTarget("sweep " + name + " 8 B-8 KiB worst / MPI", small[like].ratio, 2.0, true,
                 like + " outputs, worst at " + sizeLabel(small[like].size));
+    }
+    if (checkedWorst.size > 0) {
+      // Not a target: what bounds the broadcast target above (README, "Performance").
+      say(ctx,
+          "  (broadcast 8 B-8 KiB worst / checked MPI broadcast, 8-byte MPI_Allreduce + MPI_Bcast: "
+          "%.2f at %s)\n",
+          checkedWorst.ratio, sizeLabel(checkedWorst.size).c_str());
+      auto& rec = json().add("reference", "broadcast 8 B-8 KiB worst / checked MPI broadcast");
+      rec.numbers = {{"ratio", checkedWorst.ratio}, {"size", double(checkedWorst.size)}};
     }
     if (mid.count(like)) {
       addTarget("sweep " + name + " @32 KiB / MPI", mid[like], 1.5, true, like + " outputs");
