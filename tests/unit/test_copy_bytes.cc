@@ -1,5 +1,6 @@
-// copyBytes and moveBytes (common/copy_bytes.h): byte-exact whichever path a copy takes (memcpy,
-// the backward loop of an aliased destination, memmove for overlapping ranges).
+// copyBytes, moveBytes and streamBytes (common/copy_bytes.h): byte-exact whichever path a copy
+// takes (memcpy, the backward loop of an aliased destination, memmove for overlapping ranges,
+// non-temporal stores after an unaligned head and before a tail).
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 
 using hcoll::copyBytes;
 using hcoll::moveBytes;
+using hcoll::streamBytes;
 
 namespace {
 
@@ -69,4 +71,32 @@ TEST_CASE("moveBytes keeps memmove's result for overlapping ranges", "[copy]") {
   const auto before = same;
   moveBytes(same.data(), same.data(), same.size());
   REQUIRE(same == before);
+}
+
+TEST_CASE("streamBytes copies every byte at any alignment and size, and nothing more", "[copy]") {
+  // Destinations at every offset within 16 bytes (the head before the streaming stores) and a
+  // few sources; sizes around the 16-byte head and the 64-byte blocks, and a ring chunk's.
+  const size_t sizes[] = {0, 1, 15, 16, 17, 63, 64, 65, 79, 80, 127, 128, 1000, 4096 + 7,
+                          (size_t{128} << 10) + 3};
+  std::vector<unsigned char> src((size_t{128} << 10) + 256), dst(src.size() + 256);
+  fill(src, 11);
+  const auto aligned = [](std::vector<unsigned char>& v) {
+    const auto at = reinterpret_cast<uintptr_t>(v.data());
+    return v.data() + ((64 - at % 64) % 64);
+  };
+  for (size_t n : sizes) {
+    for (size_t dstOffset = 0; dstOffset < 16; ++dstOffset) {
+      for (size_t srcOffset : {size_t{0}, size_t{3}, size_t{8}}) {
+        unsigned char* to = aligned(dst) + 16 + dstOffset;
+        const unsigned char* from = aligned(src) + srcOffset;
+        std::fill(dst.begin(), dst.end(), 0xEE);
+        streamBytes(to, from, n);
+        INFO("n " << n << ", destination offset " << dstOffset << ", source offset " << srcOffset);
+        REQUIRE(std::memcmp(to, from, n) == 0);
+        REQUIRE(to[-1] == 0xEE);
+        REQUIRE(to[n] == 0xEE);
+      }
+    }
+  }
+  streamBytes(nullptr, nullptr, 0);
 }

@@ -11,16 +11,22 @@
 #include <vector>
 
 #include "backends/mpi/mpi_shm_ring.h"
+#include "backends/mpi/mpi_shm_store_choice.h"
 
 namespace {
 
+using hcoll::backends::mpi::ChunkStores;
 using hcoll::backends::mpi::ShmRing;
+using hcoll::backends::mpi::StoreChoice;
+using hcoll::backends::mpi::storesFor;
 constexpr size_t kChunk = ShmRing::kChunkBytes;
 
 // Zeroed memory for one ring, aligned for its counters.
 struct RingMemory {
   std::vector<uint64_t> words = std::vector<uint64_t>(ShmRing::kBytes / sizeof(uint64_t) + 1, 0);
-  ShmRing ring() { return ShmRing(words.data()); }
+  ShmRing ring(ShmRing::Stores stores = ShmRing::Stores::kAdaptive) {
+    return ShmRing(words.data(), stores);
+  }
 };
 
 // Transfer t's byte i: differs between neighbouring transfers and within a chunk.
@@ -42,10 +48,15 @@ std::vector<size_t> boundarySizes() {
 
 TEST_CASE("shm ring: transfers of every size around the chunk boundaries, back to back",
           "[shm_ring]") {
+  // The writer's stores as the reader asks (which always includes a streamed chunk early on: the
+  // reader has to time one), or all ordinary, or all streaming.
+  const ShmRing::Stores stores = GENERATE(ShmRing::Stores::kAdaptive, ShmRing::Stores::kCached,
+                                          ShmRing::Stores::kStreaming);
+  INFO("stores " << static_cast<int>(stores));
   RingMemory memory;
   const std::vector<size_t> sizes = boundarySizes();
   std::thread writer([&] {
-    ShmRing ring = memory.ring();
+    ShmRing ring = memory.ring(stores);
     for (size_t t = 0; t < sizes.size(); ++t) {
       std::vector<char> data(sizes[t]);
       for (size_t i = 0; i < data.size(); ++i) data[i] = pattern(t, i);
@@ -56,7 +67,7 @@ TEST_CASE("shm ring: transfers of every size around the chunk boundaries, back t
       }
     }
   });
-  ShmRing ring = memory.ring();
+  ShmRing ring = memory.ring(stores);
   size_t wrongTransfer = SIZE_MAX, wrongByte = 0;
   for (size_t t = 0; t < sizes.size(); ++t) {
     std::vector<char> got(sizes[t]);
@@ -113,4 +124,71 @@ TEST_CASE("shm ring: a transfer abandoned half-way gives the reader exactly what
   bool untouched = true;
   for (size_t i = pushed; i < size; ++i) untouched = untouched && got[i] == 0;
   CHECK(untouched);  // nothing beyond what was published was read
+}
+
+namespace {
+
+// The reader's word after one timed chunk, and the writer's reading of it.
+struct ChoiceLoop {
+  StoreChoice choice{};
+  uint64_t explorationsMade = 0;
+  uint64_t wanted = 0;  // the zeroed ring's word: ordinary stores
+  // The writer stores the next chunk as the word says; the chunk costs `cost(kind)` per KiB.
+  template <typename Cost>
+  ChunkStores step(Cost cost) {
+    const ChunkStores kind = storesFor(wanted, &explorationsMade);
+    const size_t bytes = StoreChoice::kLearnFrom;
+    wanted = choice.observe(kind, bytes, static_cast<uint64_t>(cost(kind) * bytes / 1024));
+    return kind;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("store choice: streams while that is cheaper, and comes back when it no longer is",
+          "[shm_ring]") {
+  ChoiceLoop loop;
+  double cachedCost = 300, streamingCost = 100;  // the cores apart: pulling dirty lines is slow
+  auto cost = [&](ChunkStores k) { return k == ChunkStores::kCached ? cachedCost : streamingCost; };
+  // Ordinary stores first; the second chunk tries streaming (nothing measured for it yet).
+  CHECK(loop.step(cost) == ChunkStores::kCached);
+  CHECK(loop.step(cost) == ChunkStores::kStreaming);
+  // From then on streaming, but for one chunk of the other kind every kExploreEvery.
+  size_t cached = 0, streamed = 0;
+  for (int i = 0; i < 10 * static_cast<int>(StoreChoice::kExploreEvery); ++i) {
+    (loop.step(cost) == ChunkStores::kCached ? cached : streamed) += 1;
+  }
+  CHECK(cached == 10);
+  CHECK(streamed == 10 * StoreChoice::kExploreEvery - 10);
+  CHECK(loop.choice.preferred() == ChunkStores::kStreaming);
+
+  // The cores moved together: ordinary stores are cheap again. The next try of them says so.
+  cachedCost = 50;
+  size_t streamedAfter = 0;
+  for (int i = 0; i < 2 * static_cast<int>(StoreChoice::kExploreEvery); ++i) {
+    streamedAfter += loop.step(cost) == ChunkStores::kStreaming;
+  }
+  CHECK(loop.choice.preferred() == ChunkStores::kCached);
+  CHECK(streamedAfter <= StoreChoice::kExploreEvery + 2);
+}
+
+TEST_CASE("store choice: one slow copy does not flip it", "[shm_ring]") {
+  ChoiceLoop loop;
+  bool preempted = false, apart = false;
+  auto cost = [&](ChunkStores k) {
+    // Close cores: ordinary stores are cheaper; apart: pulling dirty lines costs 3x.
+    const double c = k == ChunkStores::kCached ? (apart ? 300 : 100) : 130;
+    return preempted ? 50 * c : c;
+  };
+  for (int i = 0; i < 8; ++i) loop.step(cost);
+  REQUIRE(loop.choice.preferred() == ChunkStores::kCached);
+  preempted = true;  // a copy interrupted for a time slice: 50x its cost
+  CHECK(loop.step(cost) == ChunkStores::kCached);
+  preempted = false;
+  // Its sample counts at most twice the average, which moves by a quarter of that: 1.25x.
+  CHECK(loop.choice.preferred() == ChunkStores::kCached);
+  // A lasting change does move it, within a few chunks.
+  apart = true;
+  for (int i = 0; i < 4; ++i) loop.step(cost);
+  CHECK(loop.choice.preferred() == ChunkStores::kStreaming);
 }
