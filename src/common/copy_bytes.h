@@ -18,8 +18,11 @@
 #include <cstring>
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
-#include <emmintrin.h>
 #define HCOLL_COPY_BYTES_X86 1
+#endif
+#if defined(HCOLL_COPY_BYTES_X86) && defined(__SSE2__)  // (every x86-64)
+#include <emmintrin.h>
+#define HCOLL_COPY_BYTES_SSE2 1
 #endif
 
 namespace hcoll {
@@ -80,7 +83,7 @@ inline void copyBytes(void* dst, const void* src, size_t n) {
 // store fence, so a release store that follows (the ring's `published`) is seen after the bytes.
 // Ranges must not overlap.
 inline void streamBytes(void* dst, const void* src, size_t n) {
-#ifdef HCOLL_COPY_BYTES_X86
+#ifdef HCOLL_COPY_BYTES_SSE2
   auto* d = static_cast<unsigned char*>(dst);
   const auto* s = static_cast<const unsigned char*>(src);
   // Up to the first 16-byte boundary of the destination: ordinary stores (movntdq needs it).
@@ -119,3 +122,4 @@ inline void moveBytes(void* dst, const void* src, size_t n) {
 }  // namespace hcoll
 
 #undef HCOLL_COPY_BYTES_X86
+#undef HCOLL_COPY_BYTES_SSE2

@@ -51,6 +51,14 @@ struct StoreChoice {
   // One timed chunk in this many goes the other way, to notice when the cores moved.
   static constexpr uint64_t kExploreEvery = 32;
 
+  // Ticks since `start`, bounded: a thread moved between cores whose counters differ may see
+  // time go back (a huge unsigned difference), and two such times are added.
+  static uint64_t ticksSince(uint64_t start) {
+    const uint64_t now = copyTicks();
+    return now >= start ? std::min<uint64_t>(now - start, kMaxTicks) : kMaxTicks;
+  }
+  static constexpr uint64_t kMaxTicks = uint64_t{1} << 40;
+
   uint64_t learned;       // chunks timed so far
   uint64_t explorations;  // tries of the other kind asked for so far
   double cost[2];         // writer's + reader's ticks per KiB, by ChunkStores; 0: not measured yet
