@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Medians over several `hcoll-bench --json` runs: the MET/MISS targets, the scenario ratios and
 the sweep's hcoll/MPI ratios per output mode (owned/caller), each with its min-max over the runs,
-the informational references (broadcast against a checked MPI broadcast) and the protocol floor (raw MPI doing what hcoll's protocol does) where the runs have it.
+the informational references (broadcast against a checked MPI broadcast) and the protocol floor
+(raw MPI doing what hcoll's protocol does) where the runs have it.
 Usage: bench/median.py run1.json run2.json run3.json"""
 import json
 import statistics

@@ -87,7 +87,8 @@ inline void streamBytes(void* dst, const void* src, size_t n) {
   auto* d = static_cast<unsigned char*>(dst);
   const auto* s = static_cast<const unsigned char*>(src);
   // Up to the first 16-byte boundary of the destination: ordinary stores (movntdq needs it).
-  const size_t head = std::min(n, static_cast<size_t>((16 - (reinterpret_cast<uintptr_t>(d) & 15)) & 15));
+  const size_t toBoundary = (16 - (reinterpret_cast<uintptr_t>(d) & 15)) & 15;
+  const size_t head = std::min(n, toBoundary);
   if (head != 0) std::memcpy(d, s, head);
   size_t i = head;
   for (; i + 64 <= n; i += 64) {

@@ -12,8 +12,8 @@
 // No fixed choice is right for both, and the state cannot be known in advance: each side times
 // its copy of every large chunk (the writer passes its time along with the chunk), the reader
 // keeps the sum per kind and tells the writer which kind is cheaper, asking for one chunk of the
-// other kind now and then. The reader's time alone does not tell them apart while the cores are close: there
-// the streaming writer's extra time is what makes streaming slower.
+// other kind now and then. The reader's time alone does not tell them apart while the cores are
+// close: there the streaming writer's extra time is what makes streaming slower.
 //
 // The state lives in the ring's shared header, in the line only the reader writes, so it is
 // zeroed with the ring and costs the writer no extra cache line. Any mix of kinds is correct
