@@ -99,4 +99,7 @@ TEST_CASE("streamBytes copies every byte at any alignment and size, and nothing 
     }
   }
   streamBytes(nullptr, nullptr, 0);
+#if defined(__x86_64__)
+  CHECK(hcoll::kStreamBytesNonTemporal);  // not silently copyBytes where SSE2 is a given
+#endif
 }

@@ -136,7 +136,7 @@ struct ChoiceLoop {
   // The writer stores the next chunk as the word says; the chunk costs `cost(kind)` per KiB.
   template <typename Cost>
   ChunkStores step(Cost cost) {
-    const ChunkStores kind = storesFor(wanted, &explorationsMade);
+    const ChunkStores kind = storesFor(wanted, /*timed=*/true, &explorationsMade);
     const size_t bytes = StoreChoice::kLearnFrom;
     wanted = choice.observe(kind, bytes, static_cast<uint64_t>(cost(kind) * bytes / 1024));
     return kind;
@@ -153,13 +153,14 @@ TEST_CASE("store choice: streams while that is cheaper, and comes back when it n
   // Ordinary stores first; the second chunk tries streaming (nothing measured for it yet).
   CHECK(loop.step(cost) == ChunkStores::kCached);
   CHECK(loop.step(cost) == ChunkStores::kStreaming);
-  // From then on streaming, but for one chunk of the other kind every kExploreEvery.
+  // From then on streaming, but for one chunk of the other kind every kExploreEvery, and one
+  // early retry (the first samples were taken while the ring was paged in).
   size_t cached = 0, streamed = 0;
   for (int i = 0; i < 10 * static_cast<int>(StoreChoice::kExploreEvery); ++i) {
     (loop.step(cost) == ChunkStores::kCached ? cached : streamed) += 1;
   }
-  CHECK(cached == 10);
-  CHECK(streamed == 10 * StoreChoice::kExploreEvery - 10);
+  CHECK(cached == 11);
+  CHECK(streamed == 10 * StoreChoice::kExploreEvery - 11);
   CHECK(loop.choice.preferred() == ChunkStores::kStreaming);
 
   // The cores moved together: ordinary stores are cheap again. The next try of them says so.
@@ -180,7 +181,9 @@ TEST_CASE("store choice: one slow copy does not flip it", "[shm_ring]") {
     const double c = k == ChunkStores::kCached ? (apart ? 300 : 100) : 130;
     return preempted ? 50 * c : c;
   };
-  for (int i = 0; i < 8; ++i) loop.step(cost);
+  // Past the early retry (StoreChoice::kRetryAt), far from the next try.
+  for (int i = 0; i < 10; ++i) loop.step(cost);
+  REQUIRE(loop.choice.learned > StoreChoice::kRetryAt);
   REQUIRE(loop.choice.preferred() == ChunkStores::kCached);
   preempted = true;  // a copy interrupted for a time slice: 50x its cost
   CHECK(loop.step(cost) == ChunkStores::kCached);
@@ -191,4 +194,40 @@ TEST_CASE("store choice: one slow copy does not flip it", "[shm_ring]") {
   apart = true;
   for (int i = 0; i < 4; ++i) loop.step(cost);
   CHECK(loop.choice.preferred() == ChunkStores::kStreaming);
+}
+
+TEST_CASE("store choice: a try of the other kind is spent only on a chunk that is timed",
+          "[shm_ring]") {
+  const uint64_t wantCachedTryOnce = uint64_t{1} << 1 | static_cast<uint64_t>(ChunkStores::kCached);
+  uint64_t made = 0;
+  // A small chunk (not timed) keeps the preferred kind and leaves the try for a timed one.
+  CHECK(storesFor(wantCachedTryOnce, /*timed=*/false, &made) == ChunkStores::kCached);
+  CHECK(made == 0);
+  CHECK(storesFor(wantCachedTryOnce, /*timed=*/true, &made) == ChunkStores::kStreaming);
+  CHECK(made == 1);
+  // Once only.
+  CHECK(storesFor(wantCachedTryOnce, /*timed=*/true, &made) == ChunkStores::kCached);
+}
+
+TEST_CASE("shm ring: the reader's first timed chunk makes the writer stream one", "[shm_ring]") {
+  RingMemory memory;
+  ShmRing ring = memory.ring();
+  std::vector<char> data(kChunk, 'd'), got(kChunk);
+  REQUIRE(ring.push(data.data(), kChunk) == kChunk);  // slot 0: nothing measured, ordinary
+  CHECK(ring.lastStores(0) == ChunkStores::kCached);
+  REQUIRE(ring.pull(got.data(), kChunk) == kChunk);  // timed: the reader asks for a try
+  REQUIRE(ring.push(data.data(), 10) == 10);          // slot 1: too small to time, ordinary
+  CHECK(ring.lastStores(1) == ChunkStores::kCached);
+  REQUIRE(ring.push(data.data(), kChunk) == kChunk);  // slot 2: the try
+  CHECK(ring.lastStores(2) == ChunkStores::kStreaming);
+  REQUIRE(ring.pull(got.data(), 10) == 10);
+  REQUIRE(ring.pull(got.data(), kChunk) == kChunk);
+  CHECK(got == data);
+}
+
+TEST_CASE("store choice: copy times are bounded", "[shm_ring]") {
+  using hcoll::backends::mpi::copyTicks;
+  // A start in the future (a thread moved to a core whose counter is behind) counts as the most.
+  CHECK(StoreChoice::ticksSince(copyTicks() + (uint64_t{1} << 50)) == StoreChoice::kMaxTicks);
+  CHECK(StoreChoice::ticksSince(copyTicks()) < StoreChoice::kMaxTicks);
 }

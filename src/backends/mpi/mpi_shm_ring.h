@@ -46,9 +46,9 @@ class ShmRing {
     while (done < bytes && published - consumed < kChunks) {
       const size_t n = std::min(kChunkBytes, bytes - done);
       const size_t slot = published % kChunks;
-      const ChunkStores how = storesForNextChunk();
-      char* chunk = chunks_ + slot * kChunkBytes;
       const bool timed = stores_ == Stores::kAdaptive && n >= StoreChoice::kLearnFrom;
+      const ChunkStores how = storesForNextChunk(timed);
+      char* chunk = chunks_ + slot * kChunkBytes;
       const uint64_t start = timed ? copyTicks() : 0;
       if (how == ChunkStores::kStreaming) {
         streamBytes(chunk, data + done, n);  // fenced: seen before `published` below
@@ -92,6 +92,12 @@ class ShmRing {
     return done;
   }
 
+  // How the chunk last written into `slot` was stored (tests, diagnostics).
+  ChunkStores lastStores(size_t slot) const {
+    return static_cast<ChunkStores>(
+        __atomic_load_n(&writerLine_->chunk[slot % kChunks], __ATOMIC_RELAXED) & 1);
+  }
+
  private:
   // The ring's first line: written by the writer only.
   struct WriterLine {
@@ -110,7 +116,7 @@ class ShmRing {
   static_assert(sizeof(WriterLine) <= kLine && sizeof(ReaderLine) <= kLine,
                 "each side's words fit its own cache line");
 
-  ChunkStores storesForNextChunk() {
+  ChunkStores storesForNextChunk(bool timed) {
     switch (stores_) {
       case Stores::kCached:
         return ChunkStores::kCached;
@@ -119,7 +125,7 @@ class ShmRing {
       case Stores::kAdaptive:
         break;
     }
-    return storesFor(__atomic_load_n(&readerLine_->storesWanted, __ATOMIC_RELAXED),
+    return storesFor(__atomic_load_n(&readerLine_->storesWanted, __ATOMIC_RELAXED), timed,
                      &writerLine_->explorationsMade);
   }
 

@@ -36,6 +36,7 @@ enum class ChunkStores : uint64_t { kCached = 0, kStreaming = 1 };
 // to read on the test VM, a precise clock ~31), else nanoseconds. Only compared with itself.
 inline uint64_t copyTicks() {
 #if defined(__x86_64__) || defined(__i386__)
+  _mm_lfence();  // the TSC is read after the copy's instructions, not while they still run
   return __rdtsc();
 #else
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -50,6 +51,9 @@ struct StoreChoice {
   static constexpr size_t kLearnFrom = size_t{64} << 10;
   // One timed chunk in this many goes the other way, to notice when the cores moved.
   static constexpr uint64_t kExploreEvery = 32;
+  // And one more try early on: the first chunks' copies also page the ring in, which inflates
+  // the first sample of each kind (the one of the kind not chosen would stand for 32 chunks).
+  static constexpr uint64_t kRetryAt = 8;
 
   // Ticks since `start`, bounded: a thread moved between cores whose counters differ may see
   // time go back (a huge unsigned difference), and two such times are added.
@@ -84,16 +88,20 @@ struct StoreChoice {
       c += 0.25 * (std::min(perKiB, 2 * c) - c);
     }
     ++learned;
-    if (cost[0] == 0 || cost[1] == 0 || learned % kExploreEvery == 0) ++explorations;
+    if (cost[0] == 0 || cost[1] == 0 || learned == kRetryAt || learned % kExploreEvery == 0) {
+      ++explorations;
+    }
     return explorations << 1 | static_cast<uint64_t>(preferred());
   }
 };
 
 // The writer's side of that word: how to store the next chunk, given the word and the count of
-// tries of the other kind it made so far (which it updates).
-inline ChunkStores storesFor(uint64_t wanted, uint64_t* explorationsMade) {
+// tries of the other kind it made so far (which it updates). A try is made only on a chunk the
+// reader will time (`timed`): one it does not would teach it nothing, and a pattern of small
+// chunks could swallow every try.
+inline ChunkStores storesFor(uint64_t wanted, bool timed, uint64_t* explorationsMade) {
   const auto preferred = static_cast<ChunkStores>(wanted & 1);
-  if ((wanted >> 1) == *explorationsMade) return preferred;
+  if (!timed || (wanted >> 1) == *explorationsMade) return preferred;
   *explorationsMade = wanted >> 1;
   return preferred == ChunkStores::kCached ? ChunkStores::kStreaming : ChunkStores::kCached;
 }
