@@ -1,8 +1,10 @@
 // The shared-memory lanes' ring (mpi_shm_ring.h) without MPI: a writer and a reader thread over
 // one ring in ordinary memory. Transfers of every size around the chunk boundaries, back to back,
 // so that the byte stream carries over from one transfer to the next exactly as the schedules
-// rely on (both sides cut every transfer alike); a full ring refusing more; and a transfer
-// abandoned half-way, of which the reader gets exactly what was pushed and nothing else.
+// rely on (both sides cut every transfer alike), with the writer's stores chosen by the reader,
+// all ordinary or all streaming; a full ring refusing more; a transfer abandoned half-way, of
+// which the reader gets exactly what was pushed and nothing else. And the reader's choice of
+// stores (mpi_shm_store_choice.h) on made-up copy costs, and through a ring.
 
 #include <catch2/catch.hpp>
 
