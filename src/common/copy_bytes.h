@@ -26,15 +26,13 @@
 #endif
 
 namespace hcoll {
+
 // Whether streamBytes (below) really bypasses the cache here, or is copyBytes.
 #ifdef HCOLL_COPY_BYTES_SSE2
 inline constexpr bool kStreamBytesNonTemporal = true;
 #else
 inline constexpr bool kStreamBytesNonTemporal = false;
 #endif
-}  // namespace hcoll
-
-namespace hcoll {
 
 namespace copy_detail {
 

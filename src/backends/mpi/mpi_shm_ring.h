@@ -55,7 +55,7 @@ class ShmRing {
       } else {
         copyBytes(chunk, data + done, n);
       }
-      const uint64_t ticks = timed ? StoreChoice::ticksSince(start) : 0;
+      const uint64_t ticks = timed ? copyTicksSince(start) : 0;
       __atomic_store_n(&writerLine_->chunk[slot], ticks << 1 | static_cast<uint64_t>(how),
                        __ATOMIC_RELAXED);
       done += n;
@@ -78,7 +78,7 @@ class ShmRing {
       if (stores_ == Stores::kAdaptive && n >= StoreChoice::kLearnFrom) {
         const uint64_t start = copyTicks();
         copyBytes(data + done, chunk, n);
-        const uint64_t readTicks = StoreChoice::ticksSince(start);
+        const uint64_t readTicks = copyTicksSince(start);
         const uint64_t written = __atomic_load_n(&writerLine_->chunk[slot], __ATOMIC_RELAXED);
         const uint64_t wanted = readerLine_->choice.observe(static_cast<ChunkStores>(written & 1),
                                                             n, (written >> 1) + readTicks);

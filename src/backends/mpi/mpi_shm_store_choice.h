@@ -45,6 +45,16 @@ inline uint64_t copyTicks() {
 #endif
 }
 
+// The most copyTicksSince reports: a thread moved between cores whose counters differ may see
+// time go back (a huge unsigned difference), and the writer's and reader's times are added.
+inline constexpr uint64_t kMaxCopyTicks = uint64_t{1} << 40;
+
+// Ticks since `start` (a copyTicks() value), at most kMaxCopyTicks.
+inline uint64_t copyTicksSince(uint64_t start) {
+  const uint64_t now = copyTicks();
+  return now >= start ? std::min<uint64_t>(now - start, kMaxCopyTicks) : kMaxCopyTicks;
+}
+
 struct StoreChoice {
   // Chunks at least this large are timed: a copy of 64 KiB takes 3 us or more, against 4 reads
   // of the tick counter; smaller ones are stored as the larger ones taught.
@@ -54,14 +64,6 @@ struct StoreChoice {
   // And one more try early on: the first chunks' copies also page the ring in, which inflates
   // the first sample of each kind (the one of the kind not chosen would stand for 32 chunks).
   static constexpr uint64_t kRetryAt = 8;
-
-  // Ticks since `start`, bounded: a thread moved between cores whose counters differ may see
-  // time go back (a huge unsigned difference), and two such times are added.
-  static uint64_t ticksSince(uint64_t start) {
-    const uint64_t now = copyTicks();
-    return now >= start ? std::min<uint64_t>(now - start, kMaxTicks) : kMaxTicks;
-  }
-  static constexpr uint64_t kMaxTicks = uint64_t{1} << 40;
 
   uint64_t learned;       // chunks timed so far
   uint64_t explorations;  // tries of the other kind asked for so far
