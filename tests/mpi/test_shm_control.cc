@@ -3,7 +3,8 @@
 // in reverse order (a later operation waits for its slot to be acked), every collective it
 // carries with results computed directly, in place and out of place, a rank that starts late by
 // milliseconds, sizes above its limit left to MPI on every rank alike, and the agreement at
-// creation when HCOLL_MPI_SHM_SMALL=0 on some ranks (the job runs with it on one rank only too).
+// creation when HCOLL_MPI_SHM_SMALL=0 on some ranks (the job runs with it on one rank only too),
+// and the ack watermark a published word carries.
 #define CATCH_CONFIG_RUNNER
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -77,6 +78,22 @@ int allOf(int v, MPI_Op op) {
   int out = 0;
   MPI_Allreduce(&v, &out, 1, MPI_INT, op, MPI_COMM_WORLD);
   return out;
+}
+
+TEST_CASE("a published word carries the publisher's ack watermark when it fits") {
+  namespace d = hcoll::backends::mpi::shm_control_detail;
+  // The operation's number reads back from the low bits whatever the lag.
+  CHECK((d::publishedWord(7, 6) & d::kSeqMask) == 7);
+  CHECK(d::carriedWatermark(d::publishedWord(7, 6)) == 6);
+  CHECK(d::carriedWatermark(d::publishedWord(7, 0)) == 0);  // nothing acked yet
+  CHECK(d::carriedWatermark(d::publishedWord(100000, 100000 - d::kMaxLag)) ==
+        100000 - d::kMaxLag);
+  // A lag past the field says nothing (0), which only costs the reader a look at the line.
+  const uint64_t far = d::publishedWord(100000, 100000 - d::kMaxLag - 1);
+  CHECK((far & d::kSeqMask) == 100000);
+  CHECK(d::carriedWatermark(far) == 0);
+  // Zeroed memory (no operation yet) carries nothing.
+  CHECK(d::carriedWatermark(0) == 0);
 }
 
 TEST_CASE("ranks agree at creation whether they have the block") {

@@ -12,6 +12,10 @@
 namespace hcoll::backends::mpi {
 namespace {
 
+using shm_control_detail::carriedWatermark;
+using shm_control_detail::kSeqMask;
+using shm_control_detail::publishedWord;
+
 // A slot of one rank: its `acked` counter on a cache line of its own, then its `published`
 // counter with the payload right behind it. A peer polls `published` and then reads the payload:
 // in the same line, the read that sees the counter brings the start of the payload with it (a
@@ -64,7 +68,11 @@ class SlotPending : public Pending {
     }
     if (!published_ && !(published_ = tryPublish())) return false;
     for (; waitingFor_ < size_; ++waitingFor_) {
-      if (needs(waitingFor_) && loadAcquire(publishedLine(waitingFor_)) < seq_) return false;
+      if (!needs(waitingFor_)) continue;
+      const uint64_t word = loadAcquire(publishedLine(waitingFor_));
+      if ((word & kSeqMask) < seq_) return false;
+      uint64_t& known = plane_->knownThrough[static_cast<size_t>(waitingFor_)];
+      known = std::max(known, carriedWatermark(word));
     }
     result_ = consume();
     storeRelease(ackedLine(rank_), seq_);
@@ -101,9 +109,11 @@ class SlotPending : public Pending {
 
   // Whether every rank acked the operation that used this slot kSlots ago. Reading a line a peer
   // just wrote is a cache-line transfer, on this VM as long as a small operation's own work: the
-  // rank's ack watermark says "every operation up to k", so one look serves the next publishes
-  // (typically kSlots - 1 or kSlots - 2 of them), and only when it is not far enough is the
-  // slot's own ack read (a rank may ack operations out of order: the watermark then lags).
+  // rank's ack watermark says "every operation up to k". What this rank knows of it comes first
+  // from the published words it waited on (publishedWord: in a steady stream that is always far
+  // enough, and no line is read here), then from the watermark's own line, and only when that is
+  // not far enough is the slot's own ack read (a rank may ack operations out of order: the
+  // watermark then lags).
   bool slotFreeAt(int r) {
     uint64_t& known = plane_->knownThrough[static_cast<size_t>(r)];
     if (known + ShmControl::kSlots >= seq_) return true;
@@ -140,7 +150,7 @@ class SlotPending : public Pending {
       if (!slotFreeAt(r)) return false;
     }
     fill(slot(rank_) + kSlotHeader);
-    storeRelease(publishedLine(rank_), seq_);
+    storeRelease(publishedLine(rank_), publishedWord(seq_, plane_->ackedThrough));
     return true;
   }
 

@@ -14,12 +14,14 @@
 // Every rank has, per plane (control, data) and per slot (kSlots per plane, used round-robin by the
 // plane's operations in the order they are started), an `acked` line, then a `published` counter
 // followed by the payload in the same line. The k-th operation of a plane (k from 1) in slot
-// k % kSlots: each rank copies its contribution into its payload and stores k into `published`,
-// waits until every rank it needs published k, computes its result from the payloads (reductions in
-// rank order 0..n-1 on every rank, so every rank gets the same bits), then stores k into `acked`. A
-// rank reuses a slot for operation k only once every rank acked k - kSlots: it looks first at what
-// it knows of that rank's ack watermark (a line per rank and plane: every operation up to it
-// acked), then at the watermark itself, and only then at the slot's `acked`. The route (this block
+// k % kSlots: each rank copies its contribution into its payload and stores k into `published`
+// (with how far its ack watermark, below, was behind k), waits until every rank it needs published
+// k, computes its result from the payloads (reductions in rank order 0..n-1 on every rank, so
+// every rank gets the same bits), then stores k into `acked`. A rank reuses a slot for operation k
+// only once every rank acked k - kSlots: it looks first at what it knows of that rank's ack
+// watermark (every operation up to it acked: carried by the published words it waited on, and in
+// a line per rank and plane), then at the watermark's line, and only then at the slot's `acked`.
+// The route (this block
 // or MPI) depends only on what every rank shares: the block's presence, agreed at creation (MIN
 // over the ranks, like the lanes), and the operation's negotiated sizes; so the k-th operation
 // routed here is the same on every rank, and MPI's own matching is never involved.
@@ -50,6 +52,28 @@ namespace hcoll::backends::mpi {
 // HCOLL_MPI_SHM_SMALL (0 | 1, default 1): what is wrong with its value, or empty. `0` on any rank
 // (or HCOLL_MPI_SHM=0) turns the path off for every communicator that rank is part of.
 std::string shmSmallSettingError();
+
+// A rank's `published` word (pure; unit-tested): the operation's number k in the low 48 bits
+// (2.8e14 operations, years at a microsecond each), and in the top 16 how far behind k the rank's
+// ack watermark was when it published (0: unknown, a lag past the field). A peer reads the word
+// anyway to see that k is there, and so learns the watermark without reading the watermark's
+// line: the next publishes of a steady stream find their slots free from what they already know.
+namespace shm_control_detail {
+constexpr int kLagShift = 48;
+constexpr uint64_t kSeqMask = (uint64_t{1} << kLagShift) - 1;
+constexpr uint64_t kMaxLag = (uint64_t{1} << (64 - kLagShift)) - 1;
+
+// `ackedThrough` < `seq`: a rank acks an operation only after publishing it.
+constexpr uint64_t publishedWord(uint64_t seq, uint64_t ackedThrough) {
+  const uint64_t lag = seq - ackedThrough;
+  return (seq & kSeqMask) | (lag <= kMaxLag ? lag << kLagShift : 0);
+}
+// The watermark a published word carries (0 when it carries none).
+constexpr uint64_t carriedWatermark(uint64_t word) {
+  const uint64_t seq = word & kSeqMask, lag = word >> kLagShift;
+  return lag != 0 && lag <= seq ? seq - lag : 0;
+}
+}  // namespace shm_control_detail
 
 class ShmControl {
  public:
