@@ -26,7 +26,7 @@ hcoll_status_t checkDims(const CheckContext& ctx, const int64_t* dims, size_t nd
                               std::to_string(dims[i]) + ")");
     }
   }
-  if (!elementCount(dims, ndim, elements) || !byteCountsFit(dims, ndim, dtype)) {
+  if (!checkedCounts(dims, ndim, dtype, elements)) {
     return invalid(ctx, "shape " + shapeString(Shape(dims, dims + ndim)) +
                             " overflows the element count");
   }

@@ -67,6 +67,32 @@ inline void copyBackward(unsigned char* dst, const unsigned char* src, size_t n)
 // Copies `n` bytes from `src` to `dst`, ranges that do not overlap (memcpy's contract; either
 // pointer may be null when n is 0).
 inline void copyBytes(void* dst, const void* src, size_t n) {
+  if (n <= 16) {
+    // A small operation's few words (the control block's payloads, a folded result: up to
+    // seven copies of an 8-byte call) without a call into the library: loads of the first and
+    // last bytes, overlapping in the middle, then the stores.
+    auto* d = static_cast<unsigned char*>(dst);
+    const auto* s = static_cast<const unsigned char*>(src);
+    if (n >= 8) {
+      uint64_t head, tail;
+      std::memcpy(&head, s, 8);
+      std::memcpy(&tail, s + n - 8, 8);
+      std::memcpy(d, &head, 8);
+      std::memcpy(d + n - 8, &tail, 8);
+    } else if (n >= 4) {
+      uint32_t head, tail;
+      std::memcpy(&head, s, 4);
+      std::memcpy(&tail, s + n - 4, 4);
+      std::memcpy(d, &head, 4);
+      std::memcpy(d + n - 4, &tail, 4);
+    } else if (n != 0) {
+      const unsigned char first = s[0], middle = s[n / 2], last = s[n - 1];
+      d[0] = first;
+      d[n / 2] = middle;
+      d[n - 1] = last;
+    }
+    return;
+  }
 #ifdef HCOLL_COPY_BYTES_X86
   if (n >= copy_detail::kBackwardFrom && n < copy_detail::kBackwardBelow) {
     const uintptr_t ahead =
@@ -78,7 +104,7 @@ inline void copyBytes(void* dst, const void* src, size_t n) {
     }
   }
 #endif
-  if (n != 0) std::memcpy(dst, src, n);
+  std::memcpy(dst, src, n);
 }
 
 // Copies `n` bytes into memory that another core reads next (a shared-memory lane's chunk), with

@@ -66,13 +66,27 @@ bool byteCountsFit(const Shape& shape, DataType t) {
 }
 
 bool byteCountsFit(const int64_t* dims, size_t ndim, DataType t) {
+  int64_t elements = 0;
+  return checkedCounts(dims, ndim, t, &elements);
+}
+
+bool checkedCounts(const int64_t* dims, size_t ndim, DataType t, int64_t* elements) {
   // The row count matters on its own: a shape like [0, 2^62, 2^62] has zero elements, but the
-  // executor still computes its row size.
+  // executor still computes its row size. Both products left to right, as numElements and
+  // rowElements compute them, in one pass; the bytes by a multiply with an overflow flag (a
+  // division by the element size was ~40 cycles per tensor of every submission).
   const auto size = static_cast<int64_t>(dataTypeSize(t));
-  const int64_t limit = std::numeric_limits<int64_t>::max() / size;
-  int64_t elements = 0, row = 1;
-  return productOf(dims, dims + ndim, &elements) && elements <= limit &&
-         (ndim <= 1 || (productOf(dims + 1, dims + ndim, &row) && row <= limit));
+  int64_t n = 1, row = 1, bytes = 0;
+  for (size_t i = 0; i < ndim; ++i) {
+    const int64_t d = dims[i];
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return false;
+    if (i > 0 && __builtin_mul_overflow(row, d, &row)) return false;
+  }
+  if (__builtin_mul_overflow(n, size, &bytes) || __builtin_mul_overflow(row, size, &bytes)) {
+    return false;
+  }
+  *elements = n;
+  return true;
 }
 
 int64_t invalidShapeCount() {

@@ -53,6 +53,8 @@ bool elementCount(const int64_t* dims, size_t ndim, int64_t* out);
 // what every shape entering the core (C API or wire) must satisfy.
 bool byteCountsFit(const Shape& shape, DataType t);
 bool byteCountsFit(const int64_t* dims, size_t ndim, DataType t);
+// elementCount and byteCountsFit in one pass: false where either is, else the element count.
+bool checkedCounts(const int64_t* dims, size_t ndim, DataType t, int64_t* elements);
 // What numElements returns for a shape that overflows (or has a negative dim): asserts, then
 // INT64_MAX.
 int64_t invalidShapeCount();

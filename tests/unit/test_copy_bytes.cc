@@ -24,10 +24,13 @@ void fill(std::vector<unsigned char>& v, unsigned seed) {
 
 TEST_CASE("copyBytes copies every byte at any offset and size, and nothing more", "[copy]") {
   // Offsets around the aliased window (1-63 bytes ahead modulo 4 KiB) and sizes around both
-  // thresholds and the 64-byte blocks (a tail of 1-63 bytes).
+  // thresholds and the 64-byte blocks (a tail of 1-63 bytes), and every size of the inline
+  // small copy (0-16 bytes: single bytes, two overlapping 4- or 8-byte words).
   constexpr size_t kPage = 4096;
-  const size_t sizes[] = {0, 1, 63, 64, 65, 2047, 2048, 2049, 4096, 4097, 65536 + 17,
-                          (size_t{2} << 20) - 1, size_t{2} << 20};
+  const size_t sizes[] = {0,  1,  2,  3,  4,    5,    6,    7,    8,    9,    10,
+                          11, 12, 13, 14, 15,   16,   17,   63,   64,   65,   2047,
+                          2048, 2049, 4096, 4097, 65536 + 17, (size_t{2} << 20) - 1,
+                          size_t{2} << 20};
   const size_t aheads[] = {0, 1, 16, 31, 32, 63, 64, 2048, kPage - 16, kPage - 1};
   std::vector<unsigned char> src((size_t{2} << 20) + 2 * kPage), dst(src.size() + 2 * kPage);
   fill(src, 7);

@@ -1,6 +1,7 @@
 // Shape: dims inline up to kInline, on the heap beyond, with the vector semantics the core uses.
 #include <catch2/catch.hpp>
 
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -83,4 +84,39 @@ TEST_CASE("shapes compare by dims", "[shape]") {
   REQUIRE(Shape{} == Shape());
   REQUIRE(hcoll::rowElements(Shape{4, 5, 6}) == 30);
   REQUIRE(hcoll::shapeString(Shape{4, 5}) == "[4, 5]");
+}
+
+TEST_CASE("checkedCounts: element, row and byte counts that fit int64, products left to right",
+          "[shape]") {
+  using hcoll::DataType;
+  const int64_t kMax = std::numeric_limits<int64_t>::max();
+  struct Case {
+    std::vector<int64_t> dims;
+    DataType dtype;
+    int64_t elements;  // -1: rejected
+  };
+  const std::vector<Case> cases = {
+      {{}, DataType::kFloat64, 1},                                   // 0-d: one element
+      {{4, 3}, DataType::kFloat32, 12},
+      {{0, 7}, DataType::kInt8, 0},                                  // empty
+      {{kMax / 8}, DataType::kFloat64, kMax / 8},                    // the largest that fits
+      {{kMax / 8 + 1}, DataType::kFloat64, -1},                      // bytes past int64
+      {{kMax / 2}, DataType::kInt8, kMax / 2},                       // the same count of int8
+      {{int64_t{1} << 32, int64_t{1} << 32}, DataType::kInt8, -1},   // elements overflow
+      {{0, int64_t{1} << 40, int64_t{1} << 40}, DataType::kInt8, -1},  // empty, rows overflow
+      {{0, int64_t{1} << 61}, DataType::kFloat64, -1},               // empty, row bytes overflow
+      {{int64_t{1} << 62, int64_t{1} << 62, 0}, DataType::kInt8, -1},  // overflows before the 0
+      {{5, -1}, DataType::kInt32, -1},                               // negative
+  };
+  for (const Case& c : cases) {
+    INFO("shape " << hcoll::shapeString(Shape(c.dims.data(), c.dims.data() + c.dims.size())));
+    int64_t got = -1;
+    const bool ok = hcoll::checkedCounts(c.dims.data(), c.dims.size(), c.dtype, &got);
+    CHECK(ok == (c.elements >= 0));
+    if (ok) CHECK(got == c.elements);
+    // The two checks it replaces on the submission path agree with it.
+    int64_t count = 0;
+    CHECK((hcoll::elementCount(c.dims.data(), c.dims.size(), &count) &&
+           hcoll::byteCountsFit(c.dims.data(), c.dims.size(), c.dtype)) == ok);
+  }
 }
