@@ -57,7 +57,8 @@ class SlotPending : public Pending {
         size_(block.size()),
         plane_(plane),
         seq_(++plane->started),
-        slot_(seq_ % ShmControl::kSlots) {}
+        slot0_(plane->base + seq_ % ShmControl::kSlots * plane->slotStride),
+        rankStep_(ShmControl::kSlots * plane->slotStride) {}
 
   // Finished, it answers its result again (start() hands out an operation that finished at
   // once instead of allocating a finished Pending for it).
@@ -95,10 +96,8 @@ class SlotPending : public Pending {
   int size_;
 
  private:
-  char* slot(int r) const {
-    const size_t index = static_cast<size_t>(r) * ShmControl::kSlots + slot_;
-    return plane_->base + index * slotStride(plane_->slotBytes);
-  }
+  // Rank r's slot of this operation: ranks' slots are kSlots strides apart.
+  char* slot(int r) const { return slot0_ + static_cast<size_t>(r) * rankStep_; }
   uint64_t* publishedLine(int r) const {
     return reinterpret_cast<uint64_t*>(slot(r) + kPublishedAt);
   }
@@ -157,7 +156,8 @@ class SlotPending : public Pending {
   // Into the block, which outlives every operation still polled (top of mpi_shm_control.h).
   ShmControl::Plane* plane_;
   uint64_t seq_;
-  size_t slot_;
+  char* slot0_;      // rank 0's slot of this operation
+  size_t rankStep_;  // from one rank's slot to the next's
   bool published_ = false;
   int waitingFor_ = 0;
   bool done_ = false;
@@ -527,9 +527,11 @@ ShmControl::ShmControl(void* base, size_t bytes, int rank, int size)
     : base_(base), bytes_(bytes), rank_(rank), size_(size) {
   control_.base = static_cast<char*>(base);
   control_.slotBytes = kControlSlotBytes;
+  control_.slotStride = slotStride(kControlSlotBytes);
   control_.watermarks = control_.base + slotsBytes(size, kControlSlotBytes);
   data_.base = control_.base + planeBytes(size, kControlSlotBytes);
   data_.slotBytes = kDataSlotBytes;
+  data_.slotStride = slotStride(kDataSlotBytes);
   data_.watermarks = data_.base + slotsBytes(size, kDataSlotBytes);
 }
 

@@ -115,6 +115,7 @@ class ShmControl {
   struct Plane {
     char* base = nullptr;
     size_t slotBytes = 0;
+    size_t slotStride = 0;  // from one slot to the next: its header and bytes, whole lines
     // Per rank, a cache line with the highest k such that the rank acked every operation up to
     // k (its ack watermark; after the slots).
     char* watermarks = nullptr;
