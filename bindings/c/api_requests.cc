@@ -17,10 +17,10 @@ hcoll_status_t completedOutput(const char* fn, hcoll_request_t req, int i,
     return fail(static_cast<hcoll_status_t>(code),
                 std::string(fn) + ": the operation failed: " + (*out)->errorMessage());
   }
-  if (i < 0 || static_cast<size_t>(i) >= (*out)->outputs().size()) {
+  if (i < 0 || static_cast<size_t>(i) >= (*out)->outputCount()) {
     return fail(HCOLL_ERR_INVALID_ARGUMENT, std::string(fn) + ": the request has no output " +
                                                 std::to_string(i) + " (it has " +
-                                                std::to_string((*out)->outputs().size()) + ")");
+                                                std::to_string((*out)->outputCount()) + ")");
   }
   return HCOLL_SUCCESS;
 }
@@ -70,7 +70,7 @@ HCOLL_API hcoll_status_t hcoll_request_output(hcoll_request_t req, int i, hcoll_
     std::shared_ptr<hcoll::runtime::Request> r;
     if (hcoll_status_t s = completedOutput("hcoll_request_output", req, i, &r); s != HCOLL_SUCCESS)
       return s;
-    const hcoll::runtime::OutputTensor& t = r->outputs()[i];
+    const hcoll::runtime::OutputTensor& t = r->output(static_cast<size_t>(i));
     out->data = t.data;
     out->dtype = static_cast<hcoll_dtype_t>(t.dtype);
     out->ndim = static_cast<int32_t>(t.shape.size());

@@ -32,7 +32,8 @@ Request::~Request() {
   // A user allocator's outputs belong to the user once they could be retrieved: the operation
   // succeeded while the caller still held the request.
   bool handedOut = code_ == Code::kSuccess && !releasedInFlight_;
-  for (OutputTensor& t : outputs_) {
+  for (size_t i = 0; i < outputCount_; ++i) {
+    OutputTensor& t = outputAt(i);
     if (t.data == nullptr || t.callerOwned) continue;
     if (!userOwned) {
       const size_t bytes = static_cast<size_t>(numElements(t.shape)) * dataTypeSize(t.dtype);
@@ -95,14 +96,21 @@ std::string Request::errorMessage() const {
 
 OutputTensor& Request::newOutput(DataType dtype, const Shape& shape, int32_t device,
                                  void* stream) {
-  // A whole kept block at once, and the output built in it: growing from nothing moved a
-  // temporary into a fresh block (~140 instructions of a small *_into call's ~5000).
-  if (outputs_.capacity() == 0) outputs_.reserve(kKeptOutputs);
-  OutputTensor& t = outputs_.emplace_back();
+  OutputTensor* at = &firstOutput_;
+  if (outputCount_ > 0) {
+    // A whole kept block at once, and the output built in it: growing from nothing moved a
+    // temporary into a fresh block (~140 instructions of a small grouped call's ~5000).
+    if (moreOutputs_.capacity() == 0) moreOutputs_.reserve(kKeptOutputs);
+    at = &moreOutputs_.emplace_back();
+  }
+  ++outputCount_;
+  OutputTensor& t = *at;
+  t.data = nullptr;
   t.dtype = dtype;
   t.shape = shape;
   t.device = device;
   t.stream = stream;
+  t.callerOwned = false;
   return t;
 }
 
@@ -116,12 +124,17 @@ Status Request::addOutput(DataType dtype, const Shape& shape, int32_t device, vo
   t.data = allocator_ && allocator_->userOwned() ? allocator_->alloc(device, stream, allocBytes)
                                                  : allocateOutput(device, allocBytes);
   if (t.data == nullptr) {
-    outputs_.pop_back();
+    dropLastOutput();
     return Status(Code::kNoMemory,
                   "could not allocate an output of " + std::to_string(bytes) + " bytes");
   }
   *data = t.data;
   return Status::ok();
+}
+
+void Request::dropLastOutput() {
+  if (outputCount_ > 1) moreOutputs_.pop_back();
+  --outputCount_;
 }
 
 void Request::addCallerOutput(DataType dtype, const Shape& shape, int32_t device,

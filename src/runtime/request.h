@@ -35,7 +35,7 @@ struct OutputTensor {
   DataType dtype = DataType::kFloat32;
   // Up to Shape::kInline dims inside the object (an allocation fewer per output: a grouped
   // allgather of 3 members made 6 mallocs and frees for them). hcoll_request_output hands the
-  // caller a pointer to these dims only once the request succeeded, and outputs_ grows only
+  // caller a pointer to these dims only once the request succeeded, and the outputs grow only
   // before that (the executor adds outputs, then completes), so the dims no longer move.
   Shape shape;
   int32_t device = kHostDevice;
@@ -75,7 +75,9 @@ class Request {
   std::string errorMessage() const;
 
   // Room for `n` outputs in all (a grouped operation's members: one allocation, not log2(n)).
-  void reserveOutputs(size_t n) { outputs_.reserve(n); }
+  void reserveOutputs(size_t n) {
+    if (n > 1) moreOutputs_.reserve(n - 1);
+  }
   // Allocates an output of `shape` (fails with kNoMemory) and gives its data pointer. Only the
   // communicator's thread calls this, before complete().
   Status addOutput(DataType dtype, const Shape& shape, int32_t device, void* stream,
@@ -106,15 +108,19 @@ class Request {
   // its outputs can never be handed out: a user allocator's buffers then go back through `free`.
   void release();
 
-  // A request's outputs. Their storage comes from a per-thread block cache
-  // (common/recycled_allocator.h), blocks of up to kKeptOutputs: the vector's allocation was a
-  // malloc and a free (~250 instructions) in every small allgather, reducescatter, alltoall and
-  // *_into call, and in a grouped one (SyncBatchNorm's three members).
+  // A request's outputs: the first inside the request (nearly every operation has one output or
+  // none: no storage to take and give back, ~80 instructions of a small allgather_into), the rest
+  // in a vector whose storage comes from a per-thread block cache (common/recycled_allocator.h),
+  // blocks of up to kKeptOutputs: its allocation was a malloc and a free (~250 instructions) in
+  // every small allgather, reducescatter, alltoall and *_into call, and in a grouped one
+  // (SyncBatchNorm's three members).
   static constexpr size_t kKeptOutputs = 4;
   using Outputs = std::vector<OutputTensor, RecycledAllocator<OutputTensor, kKeptOutputs>>;
 
   // Valid once test() != kInProgress.
-  const Outputs& outputs() const { return outputs_; }
+  size_t outputCount() const { return outputCount_; }
+  // i < outputCount().
+  const OutputTensor& output(size_t i) const { return i == 0 ? firstOutput_ : moreOutputs_[i - 1]; }
   // Null if the request has none (not an alltoall).
   const Splits* receivedSplits() const { return hasReceivedSplits_ ? &receivedSplits_ : nullptr; }
   std::unique_ptr<backends::Channel> takeNewChannel();
@@ -122,6 +128,9 @@ class Request {
  private:
   // Appends an output described by the arguments (data still null).
   OutputTensor& newOutput(DataType dtype, const Shape& shape, int32_t device, void* stream);
+  // Removes the last output (one whose memory could not be had).
+  void dropLastOutput();
+  OutputTensor& outputAt(size_t i) { return i == 0 ? firstOutput_ : moreOutputs_[i - 1]; }
 
   mutable std::mutex mutex_;
   // Made by the first wait() that sleeps (under mutex_): most requests complete while their
@@ -137,7 +146,9 @@ class Request {
   std::string message_;  // under mutex_; written only with an error code
   bool releasedInFlight_ = false;  // under mutex_
   std::shared_ptr<const OutputAllocator> allocator_;
-  Outputs outputs_;
+  OutputTensor firstOutput_;  // output 0, when outputCount_ > 0
+  Outputs moreOutputs_;       // outputs 1, 2, ...
+  size_t outputCount_ = 0;
   Splits receivedSplits_;
   bool hasReceivedSplits_ = false;
   std::unique_ptr<backends::Channel> newChannel_;

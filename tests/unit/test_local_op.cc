@@ -290,16 +290,18 @@ TEST_CASE("a request's outputs and received splits are what was added, in order"
   REQUIRE(owned != nullptr);
   static_cast<int64_t*>(owned)[3] = 9;  // runtime-owned memory of the output's size
   r.addCallerOutput(DataType::kInt8, Shape{}, kHostDevice, nullptr, caller);
-  const Request::Outputs& outs = r.outputs();
-  REQUIRE(outs.size() == 3);
-  REQUIRE(outs[0].data == caller);
-  REQUIRE(outs[0].callerOwned);
-  REQUIRE(outs[0].shape == Shape{2, 3});
-  REQUIRE(outs[1].data == owned);
-  REQUIRE_FALSE(outs[1].callerOwned);
-  REQUIRE(outs[1].dtype == DataType::kInt64);
-  REQUIRE(outs[1].shape == Shape{4});
-  REQUIRE(outs[2].shape.empty());
+  // Output 0 lives in the request, the others in its vector: both read alike.
+  REQUIRE(r.outputCount() == 3);
+  const OutputTensor* first = &r.output(0);
+  REQUIRE(r.output(0).data == caller);
+  REQUIRE(r.output(0).callerOwned);
+  REQUIRE(r.output(0).shape == Shape{2, 3});
+  REQUIRE(r.output(1).data == owned);
+  REQUIRE_FALSE(r.output(1).callerOwned);
+  REQUIRE(r.output(1).dtype == DataType::kInt64);
+  REQUIRE(r.output(1).shape == Shape{4});
+  REQUIRE(r.output(2).shape.empty());
+  REQUIRE(&r.output(0) == first);  // adding outputs never moved the first
   r.setReceivedSplits(Request::Splits{3, 0, 5});
   REQUIRE(r.receivedSplits() != nullptr);
   REQUIRE(std::vector<int64_t>(r.receivedSplits()->begin(), r.receivedSplits()->end()) ==
@@ -314,8 +316,22 @@ TEST_CASE("an output the allocator refuses leaves no entry behind", "[local_op]"
   void* data = reinterpret_cast<void*>(1);
   const Status s = r.addOutput(DataType::kFloat32, Shape{8}, kHostDevice, nullptr, &data);
   REQUIRE(s.code() == Code::kNoMemory);
-  REQUIRE(r.outputs().empty());
+  REQUIRE(r.outputCount() == 0);
   REQUIRE(data == reinterpret_cast<void*>(1));  // untouched
+  // The same after a first output that was had: the refused second leaves the first alone.
+  float caller[3] = {};
+  Request mixed(refusing);
+  mixed.addCallerOutput(DataType::kFloat32, Shape{2}, kHostDevice, nullptr, caller);
+  REQUIRE(mixed.addOutput(DataType::kFloat32, Shape{8}, kHostDevice, nullptr, &data).code() ==
+          Code::kNoMemory);
+  REQUIRE(mixed.outputCount() == 1);
+  REQUIRE(mixed.output(0).data == caller);
+  // A refused first output leaves room for the next one, which starts afresh.
+  REQUIRE_FALSE(r.addOutput(DataType::kFloat32, Shape{8}, kHostDevice, nullptr, &data).isOk());
+  r.addCallerOutput(DataType::kInt8, Shape{3}, kHostDevice, nullptr, caller);
+  REQUIRE(r.outputCount() == 1);
+  REQUIRE(r.output(0).callerOwned);
+  REQUIRE(r.output(0).shape == Shape{3});
 }
 
 TEST_CASE("a wait's timeout is never early", "[local_op]") {
