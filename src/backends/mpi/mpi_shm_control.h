@@ -21,10 +21,10 @@
 // only once every rank acked k - kSlots: it looks first at what it knows of that rank's ack
 // watermark (every operation up to it acked: carried by the published words it waited on, and in
 // a line per rank and plane), then at the watermark's line, and only then at the slot's `acked`.
-// The route (this block
-// or MPI) depends only on what every rank shares: the block's presence, agreed at creation (MIN
-// over the ranks, like the lanes), and the operation's negotiated sizes; so the k-th operation
-// routed here is the same on every rank, and MPI's own matching is never involved.
+// The route (this block or MPI) depends only on what every rank shares: the block's presence,
+// agreed at creation (MIN over the ranks, like the lanes), and the operation's negotiated sizes;
+// so the k-th operation routed here is the same on every rank, and MPI's own matching is never
+// involved.
 //
 // Waiting is polling a flag, like an MPI request: the runtime's bounded waits (stall shutdown,
 // close bound, the peers' notices) apply unchanged, so a peer that died holding the block fails
