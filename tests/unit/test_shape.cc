@@ -101,7 +101,7 @@ TEST_CASE("checkedCounts: element, row and byte counts that fit int64, products 
       {{0, 7}, DataType::kInt8, 0},                                  // empty
       {{kMax / 8}, DataType::kFloat64, kMax / 8},                    // the largest that fits
       {{kMax / 8 + 1}, DataType::kFloat64, -1},                      // bytes past int64
-      {{kMax / 2}, DataType::kInt8, kMax / 2},                       // the same count of int8
+      {{kMax / 2}, DataType::kInt8, kMax / 2},                       // as many int8 bytes: fits
       {{int64_t{1} << 32, int64_t{1} << 32}, DataType::kInt8, -1},   // elements overflow
       {{0, int64_t{1} << 40, int64_t{1} << 40}, DataType::kInt8, -1},  // empty, rows overflow
       {{0, int64_t{1} << 61}, DataType::kFloat64, -1},               // empty, row bytes overflow
