@@ -4,7 +4,7 @@
 // carries with results computed directly, in place and out of place, a rank that starts late by
 // milliseconds, sizes above its limit left to MPI on every rank alike, and the agreement at
 // creation when HCOLL_MPI_SHM_SMALL=0 on some ranks (the job runs with it on one rank only too),
-// and the ack watermark a published word carries.
+// the ack watermark a published word carries, and a long stream whose slots are reused on it.
 #define CATCH_CONFIG_RUNNER
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -190,6 +190,46 @@ TEST_CASE("more operations in flight than slots, polled out of order") {
     for (size_t w = 0; w < 3; ++w) {
       const uint64_t cleared = (uint64_t{1} << n) - 1;
       REQUIRE(x.bits[w] == (w == k % 3 ? ~cleared : ~uint64_t{0}));
+    }
+  }
+}
+
+TEST_CASE("a long stream reuses slots on the carried watermarks, never overwriting unread data") {
+  // Slot reuse is decided from the watermarks the published words carry (publishedWord): a
+  // rank that reused a slot too early would overwrite a payload a peer has not read yet, and that
+  // peer's sum would be wrong. Batches of 1..(kSlots + 2) operations in flight, polled newest
+  // first, with one rank pausing now and then so that the others run ahead of it by a whole ring.
+  auto block = makeBlock();
+  if (!block) {
+    SUCCEED("HCOLL_MPI_SHM_SMALL=0 on some rank: no block (checked above)");
+    return;
+  }
+  const int n = gSize, me = gRank;
+  const auto sum = reductionFor(DataType::kInt32, ReduceOp::kSum);
+  const int lagging = n - 1;
+  size_t op = 0;
+  for (int batch = 0; batch < 400; ++batch) {
+    const size_t inFlight = 1 + static_cast<size_t>(batch) % (ShmControl::kSlots + 2);
+    std::vector<std::vector<int32_t>> values(inFlight);
+    std::vector<std::vector<uint64_t>> bits(inFlight);
+    std::vector<PendingPtr> ops;
+    for (size_t i = 0; i < inFlight; ++i, ++op) {
+      values[i].assign(3, static_cast<int32_t>((me + 1) * 1000 + op));
+      ops.push_back(block->allreduce(nullptr, values[i].data(), values[i].size(), sum));
+      bits[i].assign(2, ~uint64_t{0});
+      bits[i][op % 2] &= ~(uint64_t{1} << me);
+      ops.push_back(block->andBits(bits[i].data(), bits[i].size()));
+    }
+    if (me == lagging && batch % 37 == 5) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    pollAll(ops);
+    for (size_t i = 0; i < inFlight; ++i) {
+      const size_t k = op - inFlight + i;
+      INFO("batch " << batch << ", operation " << k);
+      const int32_t want = static_cast<int32_t>(1000 * n * (n + 1) / 2 + n * k);
+      for (int32_t v : values[i]) REQUIRE(v == want);
+      const uint64_t cleared = (uint64_t{1} << n) - 1;
+      REQUIRE(bits[i][k % 2] == ~cleared);
+      REQUIRE(bits[i][(k + 1) % 2] == ~uint64_t{0});
     }
   }
 }
