@@ -33,7 +33,7 @@ Request::~Request() {
   // succeeded while the caller still held the request.
   bool handedOut = code_ == Code::kSuccess && !releasedInFlight_;
   for (size_t i = 0; i < outputCount_; ++i) {
-    OutputTensor& t = outputAt(i);
+    const OutputTensor& t = output(i);
     if (t.data == nullptr || t.callerOwned) continue;
     if (!userOwned) {
       const size_t bytes = static_cast<size_t>(numElements(t.shape)) * dataTypeSize(t.dtype);

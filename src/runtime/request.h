@@ -130,7 +130,6 @@ class Request {
   OutputTensor& newOutput(DataType dtype, const Shape& shape, int32_t device, void* stream);
   // Removes the last output (one whose memory could not be had).
   void dropLastOutput();
-  OutputTensor& outputAt(size_t i) { return i == 0 ? firstOutput_ : moreOutputs_[i - 1]; }
 
   mutable std::mutex mutex_;
   // Made by the first wait() that sleeps (under mutex_): most requests complete while their
